@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""The project's two entry points, usable on a fresh machine that has only Python 3.11+.
+
+    python3 dev.py crawl   set up .venv, run the demo broad crawl of the bundled simulated web
+    python3 dev.py test    set up .venv, run the whole test suite (what .ci/run calls)
+
+Setting up means: create ``.venv`` next to this file if it is missing and install the
+package with its test extra into it; a stamp file skips the install when ``setup.cfg`` has
+not changed since the last one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("IRL_VENV", ROOT / ".venv"))
+PYTHON = VENV / "bin" / "python"
+
+
+def _run(*cmd: str | Path, cwd: Path = ROOT) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], cwd=cwd, check=True)
+
+
+def setup() -> None:
+    """Create the virtualenv and install scrapy-irl with its test extra (idempotent)."""
+    if not PYTHON.exists():
+        _run(sys.executable, "-m", "venv", VENV)
+        _run(PYTHON, "-m", "pip", "install", "-q", "--upgrade", "pip")
+    digest = hashlib.sha256((ROOT / "setup.cfg").read_bytes()).hexdigest()
+    stamp = VENV / ".scrapy-irl-installed"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    _run(PYTHON, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]")
+    stamp.write_text(digest)
+
+
+def test(args: list[str]) -> int:
+    setup()
+    return subprocess.run([str(PYTHON), "-m", "pytest", *args], cwd=ROOT).returncode
+
+
+def crawl(args: list[str]) -> int:
+    setup()
+    scrapy = VENV / "bin" / "scrapy"
+    return subprocess.run(
+        [str(scrapy), "crawl", "broad", *args], cwd=ROOT / "example_project"
+    ).returncode
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 1 or argv[0] not in {"test", "crawl", "setup"}:
+        print(__doc__)
+        return 2
+    command, rest = argv[0], argv[1:]
+    if command == "setup":
+        setup()
+        return 0
+    return test(rest) if command == "test" else crawl(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

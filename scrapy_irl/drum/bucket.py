@@ -1,0 +1,209 @@
+"""One DRUM disk bucket: the pair of files Q_i^H (key/op/value records) and Q_i^T (aux).
+
+Tuples are collected in a RAM buffer of M bytes and appended to the bucket files as one
+checksummed frame per write-out. The aux frame is written before its key frame, so a key
+frame on disk always has its aux on disk too; a crash can leave at most one torn frame at
+the end of each file, which :meth:`Bucket.recover` cuts off.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from scrapy_irl.drum.records import (
+    MAGIC_AUX,
+    MAGIC_KV,
+    decode_aux,
+    encode_aux,
+    encode_frame,
+    scan_frames,
+)
+from scrapy_irl.exceptions import DrumCorruptionError
+
+
+def bucket_paths(directory: Path, index: int, epoch: int) -> tuple[Path, Path]:
+    """File names of bucket ``index`` in ``epoch``: (Q_i^H, Q_i^T)."""
+    stem = f"bucket-{index:04d}.{epoch:010d}"
+    return directory / f"{stem}.kv.drum", directory / f"{stem}.aux.drum"
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+class Bucket:
+    """RAM buffer plus append-only files for the tuples of one key prefix in one epoch."""
+
+    def __init__(
+        self,
+        directory: Path,
+        index: int,
+        epoch: int,
+        *,
+        record_dtype: np.dtype,
+        store_aux: bool,
+    ) -> None:
+        self.index = index
+        self.epoch = epoch
+        self.record_dtype = record_dtype
+        self.store_aux = store_aux
+        self.kv_path, self.aux_path = bucket_paths(directory, index, epoch)
+        self._kv_buffer = bytearray()
+        self._aux_buffer: list[bytes] = []
+        self.buffered_records = 0
+        self.file_bytes = 0  # bytes of Q_i^H on disk (the thesis' bucket size)
+        self.file_records = 0
+        self.bytes_read = 0  # bytes read back by read_records/read_aux
+        self._kv_fd: int | None = None
+        self._aux_fd: int | None = None
+
+    # -- appending -------------------------------------------------------------------------
+
+    def append(self, record: bytes, aux: bytes) -> None:
+        """Buffer one packed record and its aux string (hot path: no numpy)."""
+        self._kv_buffer += record
+        if self.store_aux:
+            self._aux_buffer.append(aux)
+        self.buffered_records += 1
+
+    def append_many(self, records: bytes, count: int, aux: list[bytes] | None) -> None:
+        """Buffer ``count`` packed records at once (the vectorised batch path)."""
+        self._kv_buffer += records
+        if self.store_aux:
+            self._aux_buffer.extend(aux if aux is not None else [b""] * count)
+        self.buffered_records += count
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._kv_buffer)
+
+    def write_out(self) -> int:
+        """Append the RAM buffer to the bucket files as one frame each; returns bytes written."""
+        count = self.buffered_records
+        if not count:
+            return 0
+        written = 0
+        if self.store_aux:
+            frame = encode_frame(MAGIC_AUX, count, encode_aux(self._aux_buffer))
+            written += self._write(frame, aux=True)
+        frame = encode_frame(MAGIC_KV, count, bytes(self._kv_buffer))
+        written += self._write(frame, aux=False)
+        self.file_bytes += len(frame)
+        self.file_records += count
+        self._kv_buffer.clear()
+        self._aux_buffer.clear()
+        self.buffered_records = 0
+        return written
+
+    def _write(self, frame: bytes, *, aux: bool) -> int:
+        fd = self._aux_fd if aux else self._kv_fd
+        if fd is None:
+            path = self.aux_path if aux else self.kv_path
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if aux:
+                self._aux_fd = fd
+            else:
+                self._kv_fd = fd
+        view = memoryview(frame)
+        while view:  # a regular-file write() may be short; finish it
+            view = view[os.write(fd, view) :]
+        return len(frame)
+
+    # -- reading back ----------------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Validate both files after a restart, cut torn tails; returns records dropped.
+
+        Called on open for the current epoch's buckets. A torn kv frame drops its batch
+        (it was never fully written out); a surplus aux frame (its kv frame never made it)
+        is cut too. Anything a crash cannot explain raises DrumCorruptionError.
+        """
+        kv_data = _read(self.kv_path)
+        kv_scan = scan_frames(kv_data, MAGIC_KV, str(self.kv_path))
+        dropped = 0
+        keep_frames = len(kv_scan.frames)
+        if self.store_aux:
+            aux_scan = scan_frames(_read(self.aux_path), MAGIC_AUX, str(self.aux_path))
+            if len(aux_scan.frames) < keep_frames:
+                raise DrumCorruptionError(
+                    f"{self.kv_path}: {keep_frames} key frames but only "
+                    f"{len(aux_scan.frames)} aux frames in {self.aux_path.name}"
+                )
+            for kv_frame, aux_frame in zip(kv_scan.frames, aux_scan.frames):
+                if kv_frame.count != aux_frame.count:
+                    raise DrumCorruptionError(
+                        f"{self.kv_path}: frame of {kv_frame.count} records paired with "
+                        f"an aux frame of {aux_frame.count}"
+                    )
+            surplus = aux_scan.frames[keep_frames:]
+            dropped += sum(f.count for f in surplus)
+            aux_end = aux_scan.frames[keep_frames - 1].end if keep_frames else 0
+            if aux_scan.torn_bytes or surplus:
+                os.truncate(self.aux_path, aux_end)
+        rec_size = self.record_dtype.itemsize
+        for frame in kv_scan.frames:
+            if len(frame.payload) != frame.count * rec_size:
+                raise DrumCorruptionError(
+                    f"{self.kv_path}: frame of {frame.count} records has "
+                    f"{len(frame.payload)} bytes (record size {rec_size})"
+                )
+        if kv_scan.torn_bytes:
+            os.truncate(self.kv_path, kv_scan.valid_length)
+        self.file_bytes = kv_scan.valid_length
+        self.file_records = sum(f.count for f in kv_scan.frames)
+        return dropped
+
+    def read_records(self) -> np.ndarray:
+        """All records on disk in FIFO order (call :meth:`write_out` first)."""
+        data = _read(self.kv_path)
+        self.bytes_read += len(data)
+        scan = scan_frames(data, MAGIC_KV, str(self.kv_path))
+        if scan.torn_bytes:
+            raise DrumCorruptionError(
+                f"{self.kv_path}: {scan.torn_bytes} trailing bytes after the last frame"
+            )
+        payload = b"".join(f.payload for f in scan.frames)
+        return np.frombuffer(payload, dtype=self.record_dtype)
+
+    def read_aux(self) -> tuple[np.ndarray, bytes]:
+        """All aux strings on disk as (offsets of length n+1, blob), in FIFO order."""
+        data = _read(self.aux_path)
+        self.bytes_read += len(data)
+        scan = scan_frames(data, MAGIC_AUX, str(self.aux_path))
+        if scan.torn_bytes:
+            raise DrumCorruptionError(
+                f"{self.aux_path}: {scan.torn_bytes} trailing bytes after the last frame"
+            )
+        offsets = [np.zeros(1, dtype=np.int64)]
+        blobs: list[bytes] = []
+        base = 0
+        for frame in scan.frames:
+            frame_offsets, blob = decode_aux(frame.payload, frame.count, str(self.aux_path))
+            offsets.append(frame_offsets[1:] + base)
+            blobs.append(blob)
+            base += len(blob)
+        return np.concatenate(offsets), b"".join(blobs)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for fd in (self._kv_fd, self._aux_fd):
+            if fd is not None:
+                os.close(fd)
+        self._kv_fd = self._aux_fd = None
+
+    def fsync(self) -> None:
+        for fd in (self._kv_fd, self._aux_fd):
+            if fd is not None:
+                os.fsync(fd)
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.kv_path, self.aux_path):
+            path.unlink(missing_ok=True)

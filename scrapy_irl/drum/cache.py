@@ -1,0 +1,257 @@
+"""The sorted disk cache Z: writing it during a merge, reading it in chunks, searching it.
+
+Z is two flat files per epoch, ``z.<epoch>.keys.drum`` (sorted little-endian uint64 keys)
+and ``z.<epoch>.vals.drum`` (the values in the same order; absent when values are 0 bytes).
+Keeping keys apart from values lets the synchronous lookup path binary-search a
+memory-mapped key array directly. Record count and CRC32 of each file live in the manifest,
+so truncation and bit rot are detected.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import sys
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from scrapy_irl.drum.records import KEY_DTYPE
+from scrapy_irl.exceptions import DrumCorruptionError
+
+
+def cache_paths(directory: Path, epoch: int) -> tuple[Path, Path]:
+    """(keys file, values file) of Z in ``epoch``."""
+    stem = f"z.{epoch:010d}"
+    return directory / f"{stem}.keys.drum", directory / f"{stem}.vals.drum"
+
+
+class CacheWriter:
+    """Streams the new Z to ``*.tmp`` files while a merge runs; :meth:`commit` renames them."""
+
+    def __init__(self, directory: Path, epoch: int, value_dtype: np.dtype) -> None:
+        self.keys_path, self.vals_path = cache_paths(directory, epoch)
+        self._has_values = value_dtype.itemsize > 0
+        self._keys_tmp = self.keys_path.with_suffix(".tmp")
+        self._vals_tmp = self.vals_path.with_suffix(".tmp")
+        self._keys: BinaryIO = open(self._keys_tmp, "wb")
+        self._vals: BinaryIO | None = open(self._vals_tmp, "wb") if self._has_values else None
+        self.count = 0
+        self.keys_crc = 0
+        self.vals_crc = 0
+        self.bytes_written = 0
+
+    def write(self, keys: np.ndarray, values: np.ndarray | None) -> None:
+        if not len(keys):
+            return
+        raw = keys.astype(KEY_DTYPE, copy=False).tobytes()
+        self._keys.write(raw)
+        self.keys_crc = zlib.crc32(raw, self.keys_crc)
+        self.bytes_written += len(raw)
+        if self._vals is not None and values is not None:
+            vraw = values.tobytes()
+            self._vals.write(vraw)
+            self.vals_crc = zlib.crc32(vraw, self.vals_crc)
+            self.bytes_written += len(vraw)
+        self.count += len(keys)
+
+    def commit(self, *, fsync: bool) -> None:
+        """Close, optionally fsync, and move the files to their final names."""
+        for handle, tmp, final in (
+            (self._keys, self._keys_tmp, self.keys_path),
+            (self._vals, self._vals_tmp, self.vals_path),
+        ):
+            if handle is None:
+                continue
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+            handle.close()
+            os.replace(tmp, final)
+
+    def abort(self) -> None:
+        for handle, tmp in ((self._keys, self._keys_tmp), (self._vals, self._vals_tmp)):
+            if handle is not None:
+                handle.close()
+                tmp.unlink(missing_ok=True)
+
+
+class CacheReader:
+    """Sequential reader of Z in chunks of at most Delta bytes, checking CRCs as it goes.
+
+    :meth:`chunks_below` hands out the records with key < ``upper`` (one bucket's key
+    range) and keeps the rest buffered for the next bucket, so one pass over Z serves all
+    k buckets, as in the thesis.
+    """
+
+    def __init__(
+        self,
+        keys_path: Path | None,
+        vals_path: Path | None,
+        *,
+        count: int,
+        keys_crc: int,
+        vals_crc: int,
+        value_dtype: np.dtype,
+        chunk_bytes: int,
+    ) -> None:
+        self.value_dtype = value_dtype
+        self._has_values = value_dtype.itemsize > 0
+        self._remaining = count
+        self._expected = (keys_crc, vals_crc)
+        self._paths = (keys_path, vals_path)
+        self._keys = open(keys_path, "rb") if (keys_path and count) else None
+        self._vals = open(vals_path, "rb") if (vals_path and count and self._has_values) else None
+        self._chunk_records = max(1, chunk_bytes // (KEY_DTYPE.itemsize + value_dtype.itemsize))
+        self._crc = [0, 0]
+        self._pending_keys = np.empty(0, dtype=KEY_DTYPE)
+        self._pending_vals: np.ndarray | None = None
+        self.bytes_read = 0
+
+    def _read_chunk(self) -> bool:
+        if not self._remaining or self._keys is None:
+            return False
+        n = min(self._chunk_records, self._remaining)
+        raw = self._keys.read(n * KEY_DTYPE.itemsize)
+        if len(raw) != n * KEY_DTYPE.itemsize:
+            raise DrumCorruptionError(f"{self._paths[0]}: file shorter than its record count")
+        self._crc[0] = zlib.crc32(raw, self._crc[0])
+        self.bytes_read += len(raw)
+        self._pending_keys = np.frombuffer(raw, dtype=KEY_DTYPE)
+        if self._vals is not None:
+            vraw = self._vals.read(n * self.value_dtype.itemsize)
+            if len(vraw) != n * self.value_dtype.itemsize:
+                raise DrumCorruptionError(f"{self._paths[1]}: file shorter than its record count")
+            self._crc[1] = zlib.crc32(vraw, self._crc[1])
+            self.bytes_read += len(vraw)
+            self._pending_vals = np.frombuffer(vraw, dtype=self.value_dtype)
+        self._remaining -= n
+        if not self._remaining:
+            self._verify()
+        return True
+
+    def _verify(self) -> None:
+        if self._crc[0] != self._expected[0]:
+            raise DrumCorruptionError(f"{self._paths[0]}: CRC32 mismatch (file was altered)")
+        if self._has_values and self._crc[1] != self._expected[1]:
+            raise DrumCorruptionError(f"{self._paths[1]}: CRC32 mismatch (file was altered)")
+
+    def chunks_below(
+        self, upper: int | None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """Yield (keys, values) chunks, in order, of every remaining record with key < upper.
+
+        Values are None when the store keeps no values.
+        """
+        while True:
+            if not len(self._pending_keys) and not self._read_chunk():
+                return
+            keys, vals = self._pending_keys, self._pending_vals
+            cut = len(keys) if upper is None else int(np.searchsorted(keys, np.uint64(upper)))
+            if cut:
+                yield keys[:cut], (vals[:cut] if vals is not None else None)
+            self._pending_keys = keys[cut:]
+            self._pending_vals = vals[cut:] if vals is not None else None
+            if cut < len(keys):
+                return
+
+    def close(self) -> None:
+        for handle in (self._keys, self._vals):
+            if handle is not None:
+                handle.close()
+
+
+def verify_cache_file(path: Path, expected_size: int, expected_crc: int | None) -> None:
+    """Check a Z file's size (and CRC if given) against the manifest."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        if expected_size == 0:
+            return
+        raise DrumCorruptionError(f"{path}: missing, the manifest expects {expected_size} bytes")
+    if size != expected_size:
+        raise DrumCorruptionError(
+            f"{path}: {size} bytes on disk, the manifest expects {expected_size}"
+        )
+    if expected_crc is None:
+        return
+    crc = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 22):
+            crc = zlib.crc32(block, crc)
+    if crc != expected_crc:
+        raise DrumCorruptionError(f"{path}: CRC32 mismatch (file was altered)")
+
+
+_PAGE_KEYS = mmap.PAGESIZE // KEY_DTYPE.itemsize
+_NATIVE_LITTLE = sys.byteorder == "little"
+
+
+class CacheIndex:
+    """Synchronous membership test against Z for callers that cannot batch.
+
+    The keys file is memory-mapped. A fence list of the first key of every page (1/512 of
+    the keys, ~0.016 bytes per stored key) picks the one page a key can be on, and a
+    binary search inside that page finishes the lookup, so each lookup touches one page.
+    Touched pages are released back to the page cache every ``release_every`` lookups
+    (``madvise(MADV_DONTNEED)``), which keeps the process's RSS bounded however large Z is.
+    """
+
+    def __init__(self, keys_path: Path, count: int, *, release_every: int = 256) -> None:
+        self.count = count
+        self._release_every = release_every
+        self._since_release = 0
+        self._file = open(keys_path, "rb") if count else None
+        self._mmap: mmap.mmap | None = None
+        self._fence: list[int] = []
+        self._keys_view: memoryview | None = None
+        self._keys_array: np.ndarray | None = None
+        if self._file is not None:
+            self._mmap = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+            keys = np.frombuffer(self._mmap, dtype=KEY_DTYPE)
+            self._fence = keys[::_PAGE_KEYS].tolist()
+            if _NATIVE_LITTLE:
+                self._keys_view = memoryview(self._mmap).cast("Q")
+            else:  # pragma: no cover - big-endian hosts take the numpy route
+                self._keys_array = keys
+            self._release()
+
+    def __contains__(self, key: int) -> bool:
+        if not self.count:
+            return False
+        page = bisect.bisect_right(self._fence, key) - 1
+        if page < 0:
+            return False
+        lo = page * _PAGE_KEYS
+        hi = min(lo + _PAGE_KEYS, self.count)
+        self._since_release += 1
+        if self._since_release >= self._release_every:
+            self._release()
+        if self._keys_view is not None:
+            i = bisect.bisect_left(self._keys_view, key, lo, hi)
+            return i < hi and self._keys_view[i] == key
+        assert self._keys_array is not None
+        window = self._keys_array[lo:hi]
+        i = int(np.searchsorted(window, np.uint64(key)))
+        return i < len(window) and int(window[i]) == key
+
+    def _release(self) -> None:
+        self._since_release = 0
+        if self._mmap is not None and hasattr(self._mmap, "madvise"):
+            self._mmap.madvise(mmap.MADV_DONTNEED)
+
+    def close(self) -> None:
+        if self._keys_view is not None:
+            self._keys_view.release()
+            self._keys_view = None
+        self._keys_array = None
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None

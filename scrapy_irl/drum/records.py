@@ -1,0 +1,128 @@
+"""Record layouts and checksummed framing shared by DRUM's bucket, cache and result files.
+
+Everything DRUM writes is little-endian and framed so that a reader can tell a torn tail
+(the process died in the middle of a write: the file simply ends early) from corruption (a
+complete frame whose checksum does not match), which must never be silently accepted.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Operation codes stored with every tuple. ``CHECK_UPDATE`` is the bitwise union, so
+#: ``op & UPDATE`` tells whether a tuple inserts/updates its key.
+CHECK = 1
+UPDATE = 2
+CHECK_UPDATE = CHECK | UPDATE
+
+#: H in the thesis: keys are 8-byte hashes, kept as unsigned 64-bit integers.
+KEY_DTYPE = np.dtype("<u8")
+
+#: Frame header: magic, number of records, payload length, CRC32 of the payload.
+FRAME_HEADER = struct.Struct("<4sIII")
+
+MAGIC_KV = b"DQH1"  # a batch of <key, op, value> records in a bucket file Q_i^H
+MAGIC_AUX = b"DQT1"  # the aux strings of the same batch, in Q_i^T
+MAGIC_RESULT = b"DRS1"  # per-tuple results of one bucket after a merge
+
+
+def record_dtype(value_dtype: np.dtype) -> np.dtype:
+    """The packed numpy dtype of one bucket record for values of ``value_dtype``."""
+    fields: list[tuple[str, object]] = [("key", KEY_DTYPE), ("op", "u1")]
+    if value_dtype.itemsize:
+        fields.append(("value", value_dtype))
+    return np.dtype(fields)
+
+
+def result_dtype(value_dtype: np.dtype) -> np.dtype:
+    """The packed dtype of one merge result: whether the key was new, and its prior value."""
+    fields: list[tuple[str, object]] = [("unique", "u1")]
+    if value_dtype.itemsize:
+        fields.append(("value", value_dtype))
+    return np.dtype(fields)
+
+
+def encode_frame(magic: bytes, count: int, payload: bytes) -> bytes:
+    """Header plus payload as one bytes object, so it is written with a single write()."""
+    return FRAME_HEADER.pack(magic, count, len(payload), zlib.crc32(payload)) + payload
+
+
+def encode_aux(aux: list[bytes]) -> bytes:
+    """Aux payload: ``count`` uint32 lengths followed by the concatenated strings."""
+    lengths = np.fromiter((len(a) for a in aux), dtype="<u4", count=len(aux))
+    return lengths.tobytes() + b"".join(aux)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One valid frame read back from a file."""
+
+    count: int
+    payload: bytes
+    end: int  # file offset just past this frame
+
+
+class FrameScan:
+    """Result of scanning a framed file: its valid frames and where a torn tail starts."""
+
+    def __init__(self, frames: list[Frame], valid_length: int, torn_bytes: int) -> None:
+        self.frames = frames
+        self.valid_length = valid_length
+        self.torn_bytes = torn_bytes
+
+
+def scan_frames(data: bytes, magic: bytes, name: str) -> FrameScan:
+    """Parse every frame in ``data``; raise on corruption, report a torn tail.
+
+    A tail shorter than its header or payload claims is what a kill during ``write()``
+    leaves behind (or, after power loss, a zero-filled tail), so it is reported as torn.
+    A complete frame with a wrong magic or checksum cannot come from a crash: it raises
+    :class:`~scrapy_irl.exceptions.DrumCorruptionError` naming the file and offset.
+    """
+    from scrapy_irl.exceptions import DrumCorruptionError
+
+    frames: list[Frame] = []
+    pos = 0
+    size = len(data)
+    header_size = FRAME_HEADER.size
+    while pos < size:
+        if size - pos < header_size:
+            break
+        got_magic, count, length, crc = FRAME_HEADER.unpack_from(data, pos)
+        if got_magic != magic:
+            if not any(data[pos:]):  # zero-filled tail: space allocated, never written
+                break
+            raise DrumCorruptionError(
+                f"{name}: bad frame magic {got_magic!r} at offset {pos} (expected {magic!r})"
+            )
+        start = pos + header_size
+        if start + length > size:
+            break
+        payload = data[start : start + length]
+        if zlib.crc32(payload) != crc:
+            raise DrumCorruptionError(
+                f"{name}: checksum mismatch in the frame at offset {pos} ({count} records)"
+            )
+        pos = start + length
+        frames.append(Frame(count, payload, pos))
+    return FrameScan(frames, pos, size - pos)
+
+
+def decode_aux(payload: bytes, count: int, name: str) -> tuple[np.ndarray, bytes]:
+    """Split an aux payload into (offsets array of length count+1, blob)."""
+    from scrapy_irl.exceptions import DrumCorruptionError
+
+    head = 4 * count
+    if len(payload) < head:
+        raise DrumCorruptionError(f"{name}: aux frame shorter than its length table")
+    lengths = np.frombuffer(payload, dtype="<u4", count=count)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    blob = payload[head:]
+    if offsets[-1] != len(blob):
+        raise DrumCorruptionError(f"{name}: aux lengths do not add up to the frame size")
+    return offsets, blob

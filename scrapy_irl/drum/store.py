@@ -1,0 +1,806 @@
+"""DRUM: Disk Repository with Update Management (IRLbot thesis, chapter IV, Fig. 1).
+
+A stream of ``<key, value, aux>`` tuples with operations ``check``, ``update`` and
+``check+update`` is spread over k buckets by the key's top bits. Each bucket buffers M bytes
+in RAM, then appends them to its bucket files (Q_i^H for key/op/value, Q_i^T for aux, in the
+same FIFO order). When the largest bucket file reaches r bytes, or on :meth:`Drum.merge`,
+all buckets are merged with the sorted disk cache Z in *one* sequential pass: each bucket
+is read and sorted, Z is read in chunks of Delta bytes and compared, the updated Z is
+written out, the bucket's original order is restored and each tuple's result (unique or
+duplicate, stored value, aux) is handed to the owner in FIFO order.
+
+Disk layout of a store directory (format version 1, see ``docs/drum.rst``)::
+
+    LOCK                                   flock: one process per store
+    MANIFEST                               JSON + CRC32; replaced atomically to commit
+    z.<epoch>.keys.drum                    Z keys: sorted little-endian uint64
+    z.<epoch>.vals.drum                    Z values in key order (absent if 0-byte values)
+    bucket-<i>.<epoch>.kv.drum             Q_i^H: CRC-framed <key, op, value> records
+    bucket-<i>.<epoch>.aux.drum            Q_i^T: CRC-framed aux strings
+    res.<epoch>.drum                       per-tuple results owed to the consumer
+
+Crash safety: a merge writes the next epoch's Z (and the results) to temporary files,
+renames them, then commits by replacing MANIFEST; files of other epochs are garbage and
+are removed on the next open. So a kill at any moment either keeps the old epoch (and the
+merge reruns from the untouched bucket files) or the new one: every tuple written out to
+a bucket file is merged exactly once. Results stay on disk until the consumer's callback
+returns for the whole epoch (redelivered after a crash with the same epoch number, so a
+consumer can drop an epoch it already applied). Tuples still in RAM buffers when the
+process dies are lost; they are written out at least every ``flush_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from scrapy_irl.drum.bucket import Bucket, bucket_paths
+from scrapy_irl.drum.cache import (
+    CacheIndex,
+    CacheReader,
+    CacheWriter,
+    cache_paths,
+    verify_cache_file,
+)
+from scrapy_irl.drum.manifest import Manifest, read_manifest, write_manifest
+from scrapy_irl.drum.merge import (
+    GroupedBatch,
+    MergeFunction,
+    lookup_chunk,
+    merged_chunk,
+    resolve_groups,
+)
+from scrapy_irl.drum.records import (
+    CHECK,
+    CHECK_UPDATE,
+    KEY_DTYPE,
+    MAGIC_RESULT,
+    UPDATE,
+    encode_frame,
+    record_dtype,
+    result_dtype,
+    scan_frames,
+)
+from scrapy_irl.exceptions import DrumCorruptionError, DrumError
+
+logger = logging.getLogger(__name__)
+
+#: The dtype of "no value" (the thesis' "-"): zero bytes per tuple.
+NO_VALUE = np.dtype([])
+
+_OUR_FILE = re.compile(r"^(z\.\d{10}\.(keys|vals)|bucket-\d{4}\.\d{10}\.(kv|aux)|res\.\d{10})\.(drum|tmp)$")
+_EPOCH = re.compile(r"\.(\d{10})\.")
+_KEY_LIMIT = 1 << 64
+
+
+@dataclass
+class DrumBatch:
+    """The results of one bucket of one merge, in the order the tuples arrived."""
+
+    epoch: int
+    bucket: int
+    keys: np.ndarray  # uint64
+    ops: np.ndarray  # CHECK / UPDATE / CHECK_UPDATE per tuple
+    unique: np.ndarray  # bool: key absent before this tuple
+    values: np.ndarray | None  # value stored before this tuple (zeros when absent)
+    aux_offsets: np.ndarray | None
+    aux_blob: bytes
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def aux(self, i: int) -> bytes:
+        if self.aux_offsets is None:
+            return b""
+        return self.aux_blob[self.aux_offsets[i] : self.aux_offsets[i + 1]]
+
+    def unique_aux(self) -> Iterator[bytes]:
+        """Aux of every unique tuple, in FIFO order (what URLseen sends downstream)."""
+        for i in np.flatnonzero(self.unique):
+            yield self.aux(int(i))
+
+
+ResultsCallback = Callable[[DrumBatch], None]
+
+
+@dataclass
+class DrumStats:
+    """Counters for the overhead analysis of Theorem 2 (all cumulative since open)."""
+
+    tuples_appended: int = 0
+    merges: int = 0
+    merged_tuples: int = 0
+    checked: int = 0
+    updated: int = 0
+    unique: int = 0
+    duplicate: int = 0
+    inserted: int = 0
+    sync_lookups: int = 0
+    sync_hits: int = 0
+    bytes_appended: int = 0  # bucket files (Q^H + Q^T)
+    merge_bytes_read: int = 0  # buckets, aux and Z read by merges/deliveries
+    merge_bytes_written: int = 0  # new Z and results written by merges
+    merge_seconds: float = 0.0
+    torn_tuples_dropped: int = 0
+    cache_keys: int = 0
+    last_merge: dict[str, float] = field(default_factory=dict)
+
+
+class Drum:
+    """A DRUM store in one directory. Not thread-safe; one process per directory.
+
+    Parameters map to the thesis (chapter IV, Theorem 2): ``buckets`` is k (a power of
+    two), ``buffer_bytes`` is M, ``bucket_bytes`` is r, ``merge_chunk_bytes`` is Delta,
+    keys are H = 8 bytes. RAM use is about ``2 * k * M`` for buffers plus, during a merge,
+    one bucket (<= r + M bytes, expanded ~3x by the sort) and two Z chunks of Delta bytes,
+    independent of how many keys Z holds.
+
+    ``value_dtype`` fixes the value size (None: no values). ``merge`` combines an old and
+    a new value on update (None: overwrite). ``on_results`` receives each bucket's
+    :class:`DrumBatch` after a merge commits; without it results are not kept.
+    ``sync_index`` enables :meth:`contains` / :meth:`check_update_sync`, which need the
+    keys pending in buckets in RAM (8 bytes each, bounded by k * r).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        value_dtype: np.dtype | str | None = None,
+        buckets: int = 16,
+        buffer_bytes: int = 256 * 1024,
+        bucket_bytes: int = 32 * 1024 * 1024,
+        merge_chunk_bytes: int = 4 * 1024 * 1024,
+        merge: MergeFunction | None = None,
+        store_aux: bool = True,
+        sync_index: bool = False,
+        on_results: ResultsCallback | None = None,
+        flush_interval: float = 1.0,
+        fsync: bool = True,
+        verify_on_open: bool = True,
+        auto_merge: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if buckets < 1 or buckets & (buckets - 1) or buckets > 4096:
+            raise DrumError(f"buckets must be a power of two in 1..4096, got {buckets}")
+        if buffer_bytes < 1 or bucket_bytes < 1 or merge_chunk_bytes < 1:
+            raise DrumError("buffer_bytes, bucket_bytes and merge_chunk_bytes must be positive")
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.value_dtype = np.dtype(value_dtype) if value_dtype is not None else NO_VALUE
+        self.has_values = self.value_dtype.itemsize > 0
+        self.k = buckets
+        self.buffer_bytes = buffer_bytes
+        self.bucket_bytes = bucket_bytes
+        self.merge_chunk_bytes = merge_chunk_bytes
+        self.merge_function = merge
+        self.store_aux = store_aux
+        self.sync_index = sync_index
+        self.on_results = on_results
+        self.flush_interval = flush_interval
+        self.fsync = fsync
+        self.auto_merge = auto_merge
+        self._clock = clock
+        self._shift = 64 - (buckets.bit_length() - 1)
+        self._record_dtype = record_dtype(self.value_dtype)
+        self._result_dtype = result_dtype(self.value_dtype)
+        self._zero_value = bytes(self.value_dtype.itemsize)
+        self.stats = DrumStats()
+        self._closed = False
+        self._merging = False
+        self._delivering = False
+        self._appends_since_clock = 0
+        self._last_write_out = clock()
+        self._recent: set[int] = set()
+        self._pending_sorted = np.empty(0, dtype=KEY_DTYPE)
+        self._pending_view: memoryview | None = None
+        self._check_update_suffix = _OP_BYTES[CHECK_UPDATE] + self._zero_value
+        self._cache_index: CacheIndex | None = None
+        self._lock_fd = self._acquire_lock()
+        try:
+            self._manifest = self._open_manifest(verify_on_open)
+            self._buckets = self._make_buckets(self._manifest.epoch)
+            self._recover()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    # -- opening and recovery --------------------------------------------------------------
+
+    def _acquire_lock(self) -> int:
+        fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DrumError(f"{self.path}: DRUM store is in use by another process") from None
+        return fd
+
+    def _open_manifest(self, verify: bool) -> Manifest:
+        manifest = read_manifest(self.path)
+        descr = np.lib.format.dtype_to_descr(self.value_dtype)
+        if manifest is None:
+            leftovers = [p.name for p in self.path.iterdir() if _OUR_FILE.match(p.name)]
+            if any(name.endswith(".drum") for name in leftovers):
+                raise DrumCorruptionError(
+                    f"{self.path}: DRUM data files present but MANIFEST is missing; "
+                    "refusing to guess which epoch is valid"
+                )
+            manifest = Manifest(epoch=0, buckets=self.k, value_descr=descr, store_aux=self.store_aux)
+            write_manifest(self.path, manifest, fsync=self.fsync)
+            return manifest
+        stored = np.lib.format.descr_to_dtype(_tuplify(manifest.value_descr))
+        if stored != self.value_dtype:
+            raise DrumError(
+                f"{self.path}: store holds values of dtype {stored}, opened with {self.value_dtype}"
+            )
+        if manifest.buckets != self.k:
+            raise DrumError(
+                f"{self.path}: store was created with {manifest.buckets} buckets, opened "
+                f"with {self.k}; reopen with the original bucket count"
+            )
+        if manifest.store_aux != self.store_aux:
+            raise DrumError(f"{self.path}: store_aux={manifest.store_aux} at creation")
+        keys_path, vals_path = cache_paths(self.path, manifest.epoch)
+        count = manifest.cache_count
+        verify_cache_file(keys_path, count * 8, manifest.cache_keys_crc if verify else None)
+        if self.has_values:
+            verify_cache_file(
+                vals_path,
+                count * self.value_dtype.itemsize,
+                manifest.cache_vals_crc if verify else None,
+            )
+        self._remove_stale_files(manifest)
+        return manifest
+
+    def _remove_stale_files(self, manifest: Manifest) -> None:
+        """Delete files of epochs the manifest does not reference (interrupted merges)."""
+        live_buckets = {manifest.epoch, *manifest.pending_delivery}
+        for entry in self.path.iterdir():
+            name = entry.name
+            if not _OUR_FILE.match(name):
+                continue
+            match = _EPOCH.search(name)
+            epoch = int(match.group(1)) if match else -1
+            keep = name.endswith(".drum") and (
+                (name.startswith("z.") and epoch == manifest.epoch)
+                or (name.startswith("bucket-") and epoch in live_buckets)
+                or (name.startswith("res.") and epoch in manifest.pending_delivery)
+            )
+            if not keep:
+                logger.debug("DRUM %s: removing stale file %s", self.path, name)
+                entry.unlink()
+
+    def _make_buckets(self, epoch: int) -> list[Bucket]:
+        return [
+            Bucket(self.path, i, epoch, record_dtype=self._record_dtype, store_aux=self.store_aux)
+            for i in range(self.k)
+        ]
+
+    def _recover(self) -> None:
+        dropped = sum(bucket.recover() for bucket in self._buckets)
+        if dropped:
+            logger.warning(
+                "DRUM %s: dropped %d tuples of a batch torn by a crash", self.path, dropped
+            )
+        self.stats.torn_tuples_dropped += dropped
+        self.stats.cache_keys = self._manifest.cache_count
+        for epoch in self._manifest.pending_delivery:
+            for bucket in self._make_buckets(epoch):
+                bucket.recover()
+        if self.sync_index:
+            pending = [self._updating_keys(b.read_records()) for b in self._buckets]
+            self._set_pending(np.unique(np.concatenate([self._pending_sorted, *pending])))
+            self._open_cache_index()
+
+    def _open_cache_index(self) -> None:
+        if self._cache_index is not None:
+            self._cache_index.close()
+        keys_path, _ = cache_paths(self.path, self._manifest.epoch)
+        self._cache_index = CacheIndex(keys_path, self._manifest.cache_count)
+
+    @staticmethod
+    def _updating_keys(records: np.ndarray) -> np.ndarray:
+        return records["key"][(records["op"] & UPDATE).astype(bool)]
+
+    # -- appending tuples ------------------------------------------------------------------
+
+    def check(self, key: int, aux: bytes = b"") -> None:
+        """Queue a ``check`` of ``key``; its result arrives with the next merge."""
+        self._append(key, CHECK, self._zero_value, aux)
+
+    def update(self, key: int, value: bytes | None = None, aux: bytes = b"") -> None:
+        """Queue an ``update`` (insert, or combine with the stored value) of ``key``."""
+        self._append(key, UPDATE, self._value_bytes(value), aux)
+
+    def check_update(self, key: int, value: bytes | None = None, aux: bytes = b"") -> None:
+        """Queue a ``check+update``: the result tells whether the key existed before."""
+        self._append(key, CHECK_UPDATE, self._value_bytes(value), aux)
+
+    def _value_bytes(self, value: bytes | None) -> bytes:
+        if value is None:
+            return self._zero_value
+        if len(value) != len(self._zero_value):
+            raise DrumError(f"value must be {len(self._zero_value)} bytes, got {len(value)}")
+        return value
+
+    def _append(self, key: int, op: int, value: bytes, aux: bytes) -> None:
+        if self._closed:
+            raise DrumError("DRUM store is closed")
+        if not 0 <= key < _KEY_LIMIT:
+            raise DrumError(f"key must be an unsigned 64-bit integer, got {key!r}")
+        bucket = self._buckets[key >> self._shift]
+        bucket.append(key.to_bytes(8, "little") + _OP_BYTES[op] + value, aux)
+        self.stats.tuples_appended += 1
+        if self.sync_index and op & UPDATE:
+            self._remember(key)
+        self._after_append(bucket)
+
+    def submit(
+        self,
+        keys: np.ndarray | Sequence[int],
+        op: int | np.ndarray = CHECK_UPDATE,
+        values: np.ndarray | None = None,
+        aux: Sequence[bytes] | None = None,
+    ) -> None:
+        """Queue many tuples at array speed (the batch path).
+
+        ``op`` is one operation for all tuples or an array of one per tuple (a mixed
+        batch); ``values`` an array of the value dtype; ``aux`` one bytes per tuple.
+        """
+        if self._closed:
+            raise DrumError("DRUM store is closed")
+        keys = np.asarray(keys, dtype=KEY_DTYPE)
+        n = len(keys)
+        ops = np.asarray(op, dtype=np.uint8)
+        if ops.ndim and len(ops) != n:
+            raise DrumError(f"{n} keys but {len(ops)} operations")
+        if not np.isin(ops, _VALID_OPS).all():
+            raise DrumError(f"unknown DRUM operation in {op!r}")
+        if aux is not None and len(aux) != n:
+            raise DrumError(f"{n} keys but {len(aux)} aux strings")
+        records = np.zeros(n, dtype=self._record_dtype)
+        records["key"] = keys
+        records["op"] = ops
+        if self.has_values and values is not None:
+            if len(values) != n:
+                raise DrumError(f"{n} keys but {len(values)} values")
+            records["value"] = values
+        bucket_ids = (keys >> np.uint64(self._shift)).astype(np.int64) if self.k > 1 else np.zeros(n, dtype=np.int64)
+        order = np.argsort(bucket_ids, kind="stable")
+        bounds = np.searchsorted(bucket_ids[order], np.arange(self.k + 1))
+        sorted_records = records[order]
+        for i in range(self.k):
+            lo, hi = bounds[i], bounds[i + 1]
+            if lo == hi:
+                continue
+            part_aux = [aux[j] for j in order[lo:hi]] if (aux is not None and self.store_aux) else None
+            self._buckets[i].append_many(sorted_records[lo:hi].tobytes(), int(hi - lo), part_aux)
+        self.stats.tuples_appended += n
+        if self.sync_index and n:
+            inserting = keys[(ops & UPDATE).astype(bool)] if ops.ndim else (keys if ops & UPDATE else keys[:0])
+            self._set_pending(np.union1d(self._pending_sorted, inserting))
+        for i in range(self.k):  # by index: a merge replaces self._buckets
+            self._after_append(self._buckets[i], timed=False)
+        self._maybe_timed_write_out()
+
+    def _after_append(self, bucket: Bucket, *, timed: bool = True) -> None:
+        if bucket.buffered_bytes >= self.buffer_bytes:
+            self.stats.bytes_appended += bucket.write_out()
+            if self.auto_merge and bucket.file_bytes >= self.bucket_bytes:
+                self.merge()
+                return
+        if timed:
+            self._appends_since_clock += 1
+            if self._appends_since_clock >= 64:
+                self._maybe_timed_write_out()
+
+    def _maybe_timed_write_out(self) -> None:
+        self._appends_since_clock = 0
+        if self._clock() - self._last_write_out >= self.flush_interval:
+            self.write_out()
+
+    def write_out(self) -> int:
+        """Write every RAM buffer to its bucket file (bounds what a kill can lose)."""
+        written = 0
+        for bucket in self._buckets:
+            written += bucket.write_out()
+        self.stats.bytes_appended += written
+        self._last_write_out = self._clock()
+        return written
+
+    @property
+    def pending_tuples(self) -> int:
+        """Tuples accepted but not merged yet (in RAM buffers or bucket files)."""
+        return sum(b.buffered_records + b.file_records for b in self._buckets)
+
+    @property
+    def pending_deliveries(self) -> int:
+        return len(self._manifest.pending_delivery)
+
+    @property
+    def largest_bucket_bytes(self) -> int:
+        return max(b.file_bytes + b.buffered_bytes for b in self._buckets)
+
+    # -- the synchronous path --------------------------------------------------------------
+
+    def _remember(self, key: int) -> None:
+        self._recent.add(key)
+        if len(self._recent) >= 8192:
+            self._fold_recent()
+
+    def _fold_recent(self) -> None:
+        fresh = np.fromiter(self._recent, dtype=KEY_DTYPE, count=len(self._recent))
+        fresh.sort()
+        self._set_pending(np.union1d(self._pending_sorted, fresh))
+        self._recent.clear()
+
+    def _set_pending(self, keys: np.ndarray) -> None:
+        self._pending_sorted = keys
+        self._pending_view = memoryview(keys) if len(keys) else None
+
+    def contains(self, key: int) -> bool:
+        """True if ``key`` is in Z or inserted by a tuple not merged yet.
+
+        Keys only *checked* (not updated) are not counted. Needs ``sync_index=True``.
+        """
+        if not self.sync_index:
+            raise DrumError("contains() needs a store opened with sync_index=True")
+        stats = self.stats
+        stats.sync_lookups += 1
+        if key in self._recent or self._in_pending_or_cache(key):
+            stats.sync_hits += 1
+            return True
+        return False
+
+    def _in_pending_or_cache(self, key: int) -> bool:
+        view = self._pending_view
+        if view is not None:
+            i = bisect.bisect_left(view, key)
+            if i < len(view) and view[i] == key:
+                return True
+        return key in self._cache_index  # type: ignore[operator]
+
+    def check_update_sync(self, key: int) -> bool:
+        """``check+update`` answered at once: True if ``key`` was seen before.
+
+        A new key is queued for the next merge like any other tuple. This is the path of
+        Scrapy's synchronous ``request_seen``; batch callers should use :meth:`submit`.
+        It is the hot path of a crawl, hence written out flat.
+        """
+        if not self.sync_index:
+            raise DrumError("check_update_sync() needs a store opened with sync_index=True")
+        stats = self.stats
+        stats.sync_lookups += 1
+        recent = self._recent
+        if key in recent or self._in_pending_or_cache(key):
+            stats.sync_hits += 1
+            return True
+        if self._closed:
+            raise DrumError("DRUM store is closed")
+        if not 0 <= key < _KEY_LIMIT:
+            raise DrumError(f"key must be an unsigned 64-bit integer, got {key!r}")
+        bucket = self._buckets[key >> self._shift]
+        bucket.append(key.to_bytes(8, "little") + self._check_update_suffix, b"")
+        stats.tuples_appended += 1
+        recent.add(key)
+        if len(recent) >= 8192:
+            self._fold_recent()
+        self._after_append(bucket)
+        return False
+
+    # -- merging ---------------------------------------------------------------------------
+
+    def merge(self) -> int:
+        """Merge every bucket with Z in one pass, commit, then deliver results.
+
+        Returns the number of tuples merged. Safe to call at any time (a no-op when
+        nothing is pending, apart from delivering results a crash left owed).
+        """
+        if self._closed:
+            raise DrumError("DRUM store is closed")
+        if self._merging:
+            return 0
+        self._merging = True
+        try:
+            self.write_out()
+            merged = 0
+            if any(b.file_records for b in self._buckets):
+                merged = self._merge_epoch()
+        finally:
+            self._merging = False
+        self.deliver()
+        return merged
+
+    def _merge_epoch(self) -> int:
+        started = time.perf_counter()
+        old = self._manifest
+        new_epoch = old.epoch + 1
+        keys_path, vals_path = cache_paths(self.path, old.epoch)
+        reader = CacheReader(
+            keys_path,
+            vals_path,
+            count=old.cache_count,
+            keys_crc=old.cache_keys_crc,
+            vals_crc=old.cache_vals_crc,
+            value_dtype=self.value_dtype,
+            chunk_bytes=self.merge_chunk_bytes,
+        )
+        writer = CacheWriter(self.path, new_epoch, self.value_dtype)
+        results_path = self.path / f"res.{old.epoch:010d}.drum"
+        results_tmp = results_path.with_suffix(".tmp")
+        results_file = open(results_tmp, "wb") if self.on_results is not None else None
+        counters = {"tuples": 0, "checked": 0, "updated": 0, "unique": 0, "inserted": 0}
+        bucket_bytes_read = 0
+        results_written = 0
+        try:
+            for i, bucket in enumerate(self._buckets):
+                upper = None if i == self.k - 1 else (i + 1) << self._shift
+                records = bucket.read_records()
+                bucket_bytes_read += bucket.file_bytes
+                unique, before, inserted = self._merge_bucket(records, reader, writer, upper)
+                counters["tuples"] += len(records)
+                ops = records["op"]
+                counters["checked"] += int(np.count_nonzero(ops & CHECK))
+                counters["updated"] += int(np.count_nonzero(ops & UPDATE))
+                counters["unique"] += int(np.count_nonzero(unique))
+                counters["inserted"] += inserted
+                if results_file is not None:
+                    out = np.zeros(len(records), dtype=self._result_dtype)
+                    out["unique"] = unique
+                    if before is not None:
+                        out["value"] = before
+                    frame = encode_frame(MAGIC_RESULT, len(out), out.tobytes())
+                    results_file.write(frame)
+                    results_written += len(frame)
+            for chunk_keys, chunk_values in reader.chunks_below(None):  # nothing should be left
+                writer.write(chunk_keys, chunk_values)
+            writer.commit(fsync=self.fsync)
+            if results_file is not None:
+                results_file.flush()
+                if self.fsync:
+                    os.fsync(results_file.fileno())
+                results_file.close()
+                os.replace(results_tmp, results_path)
+        except BaseException:
+            writer.abort()
+            if results_file is not None:
+                results_file.close()
+                results_tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            reader.close()
+
+        pending = list(old.pending_delivery)
+        if self.on_results is not None:
+            pending.append(old.epoch)
+        self._manifest = Manifest(
+            epoch=new_epoch,
+            buckets=self.k,
+            value_descr=old.value_descr,
+            store_aux=self.store_aux,
+            cache_count=writer.count,
+            cache_keys_crc=writer.keys_crc,
+            cache_vals_crc=writer.vals_crc,
+            pending_delivery=pending,
+        )
+        write_manifest(self.path, self._manifest, fsync=self.fsync)  # the commit point
+
+        # Everything below is cleanup that the next open would also do.
+        for path in cache_paths(self.path, old.epoch):
+            path.unlink(missing_ok=True)
+        for bucket in self._buckets:
+            if self.on_results is None:
+                bucket.delete()
+            else:
+                bucket.close()
+        self._buckets = self._make_buckets(new_epoch)
+        if self.sync_index:
+            self._recent.clear()
+            self._set_pending(np.empty(0, dtype=KEY_DTYPE))
+            self._open_cache_index()
+
+        seconds = time.perf_counter() - started
+        bytes_read = reader.bytes_read + bucket_bytes_read
+        bytes_written = writer.bytes_written + results_written
+        stats = self.stats
+        stats.merges += 1
+        stats.merged_tuples += counters["tuples"]
+        stats.checked += counters["checked"]
+        stats.updated += counters["updated"]
+        stats.unique += counters["unique"]
+        stats.duplicate += counters["tuples"] - counters["unique"]
+        stats.inserted += counters["inserted"]
+        stats.merge_bytes_read += bytes_read
+        stats.merge_bytes_written += bytes_written
+        stats.merge_seconds += seconds
+        stats.cache_keys = writer.count
+        stats.last_merge = {
+            "tuples": counters["tuples"],
+            "unique": counters["unique"],
+            "bytes_read": bytes_read,
+            "bytes_written": bytes_written,
+            "seconds": seconds,
+            "cache_keys": writer.count,
+        }
+        logger.debug(
+            "DRUM %s: merged %d tuples (%d unique) into %d keys in %.3fs",
+            self.path, counters["tuples"], counters["unique"], writer.count, seconds,
+        )
+        return counters["tuples"]
+
+    def _merge_bucket(
+        self,
+        records: np.ndarray,
+        reader: CacheReader,
+        writer: CacheWriter,
+        upper: int | None,
+    ) -> tuple[np.ndarray, np.ndarray | None, int]:
+        """Merge one sorted bucket with its key range of Z; results in arrival order."""
+        n = len(records)
+        if not n:
+            for chunk_keys, chunk_values in reader.chunks_below(upper):
+                writer.write(chunk_keys, chunk_values)
+            return np.empty(0, dtype=bool), None, 0
+        batch = GroupedBatch.from_records(records)
+        n_groups = len(batch.group_keys)
+        starts = batch.group_starts
+        unique_sorted = np.empty(n, dtype=bool)
+        before_sorted = np.zeros(n, dtype=self.value_dtype) if self.has_values else None
+        done = 0  # groups handled so far
+        inserted = 0
+
+        def handle(chunk_keys: np.ndarray, chunk_values: np.ndarray | None, upto: int) -> None:
+            nonlocal done, inserted
+            g0, g1 = done, upto
+            t0 = int(starts[g0]) if g0 < n_groups else n
+            t1 = int(starts[g1]) if g1 < n_groups else n
+            group_keys = batch.group_keys[g0:g1]
+            positions, found = lookup_chunk(chunk_keys, group_keys)
+            cache_values = None
+            if self.has_values:
+                cache_values = np.zeros(g1 - g0, dtype=self.value_dtype)
+                if chunk_values is not None and found.any():
+                    cache_values[found] = chunk_values[positions[found]]
+            resolution = resolve_groups(
+                batch.ops[t0:t1],
+                batch.values[t0:t1] if batch.values is not None else None,
+                batch.group_of[t0:t1] - g0,
+                starts[g0:g1] - t0,
+                found,
+                cache_values,
+                self.merge_function,
+            )
+            unique_sorted[t0:t1] = resolution.unique
+            if before_sorted is not None and resolution.value_before is not None:
+                before_sorted[t0:t1] = resolution.value_before
+            out_keys, out_values, n_new = merged_chunk(
+                chunk_keys, chunk_values, group_keys, positions, found, resolution
+            )
+            writer.write(out_keys, out_values)
+            inserted += n_new
+            done = g1
+
+        for chunk_keys, chunk_values in reader.chunks_below(upper):
+            upto = int(np.searchsorted(batch.group_keys, chunk_keys[-1], side="right"))
+            handle(chunk_keys, chunk_values, upto)
+        if done < n_groups:
+            empty_values = np.empty(0, dtype=self.value_dtype) if self.has_values else None
+            handle(np.empty(0, dtype=KEY_DTYPE), empty_values, n_groups)
+
+        unique = np.empty(n, dtype=bool)
+        unique[batch.order] = unique_sorted
+        before = None
+        if before_sorted is not None:
+            before = np.empty(n, dtype=self.value_dtype)
+            before[batch.order] = before_sorted
+        return unique, before, inserted
+
+    # -- delivering results ----------------------------------------------------------------
+
+    def deliver(self) -> int:
+        """Hand owed results to ``on_results``, oldest epoch first; returns batches delivered.
+
+        An epoch is acknowledged (its files deleted) only after the callback returned for
+        all its buckets; if the callback raises, the epoch stays owed and is delivered
+        again next time, with the same epoch number.
+        """
+        if self.on_results is None or self._delivering or not self._manifest.pending_delivery:
+            return 0
+        self._delivering = True  # a callback that submits and merges must not re-enter
+        delivered = 0
+        try:
+            while self._manifest.pending_delivery:
+                epoch = self._manifest.pending_delivery[0]
+                delivered += self._deliver_epoch(epoch)
+                self._manifest.pending_delivery.remove(epoch)
+                write_manifest(self.path, self._manifest, fsync=self.fsync)
+                for bucket in self._make_buckets(epoch):
+                    bucket.delete()
+                (self.path / f"res.{epoch:010d}.drum").unlink(missing_ok=True)
+        finally:
+            self._delivering = False
+        return delivered
+
+    def _deliver_epoch(self, epoch: int) -> int:
+        assert self.on_results is not None
+        path = self.path / f"res.{epoch:010d}.drum"
+        data = path.read_bytes() if path.exists() else b""
+        scan = scan_frames(data, MAGIC_RESULT, str(path))
+        if scan.torn_bytes or len(scan.frames) != self.k:
+            raise DrumCorruptionError(
+                f"{path}: expected {self.k} complete result frames, found {len(scan.frames)}"
+            )
+        self.stats.merge_bytes_read += len(data)
+        delivered = 0
+        for i, (bucket, frame) in enumerate(zip(self._make_buckets(epoch), scan.frames)):
+            if not frame.count:
+                continue
+            records = bucket.read_records()
+            results = np.frombuffer(frame.payload, dtype=self._result_dtype)
+            if len(records) != len(results):
+                raise DrumCorruptionError(
+                    f"{bucket.kv_path}: {len(records)} tuples but {len(results)} results"
+                )
+            offsets, blob = bucket.read_aux() if self.store_aux else (None, b"")
+            self.stats.merge_bytes_read += bucket.bytes_read
+            batch = DrumBatch(
+                epoch=epoch,
+                bucket=i,
+                keys=records["key"],
+                ops=records["op"],
+                unique=results["unique"].astype(bool),
+                values=results["value"] if self.has_values else None,
+                aux_offsets=offsets,
+                aux_blob=blob,
+            )
+            self.on_results(batch)
+            delivered += 1
+        return delivered
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Write out buffers and release the store (pending tuples stay for the next open)."""
+        if self._closed:
+            return
+        self.write_out()
+        for bucket in self._buckets:
+            if self.fsync:
+                bucket.fsync()
+            bucket.close()
+        if self._cache_index is not None:
+            self._cache_index.close()
+            self._cache_index = None
+        self._closed = True
+        os.close(self._lock_fd)
+
+    def __enter__(self) -> Drum:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        """Keys in Z (merged); pending tuples are not counted."""
+        return self._manifest.cache_count
+
+
+_OP_BYTES = {op: bytes([op]) for op in (CHECK, UPDATE, CHECK_UPDATE)}
+_VALID_OPS = np.array([CHECK, UPDATE, CHECK_UPDATE], dtype=np.uint8)
+
+
+def _tuplify(descr: object) -> object:
+    """JSON turns the tuples of a numpy dtype description into lists; undo that."""
+    if isinstance(descr, list):
+        return [tuple(_tuplify(x) for x in item) if isinstance(item, list) else item for item in descr]
+    return descr

@@ -1,0 +1,166 @@
+"""``DrumDupeFilter``: a drop-in ``DUPEFILTER_CLASS`` whose seen-set lives in DRUM.
+
+Scrapy's ``RFPDupeFilter`` keeps every fingerprint in a Python set (about 120 bytes of
+RAM per unique URL, forever). This filter keeps them in URLseen on disk: RAM holds only
+the bucket buffers and the keys not merged yet, bounded by ``IRL_URLSEEN_*`` settings.
+
+Job directory contents
+======================
+
+With ``JOBDIR`` the store is ``JOBDIR/irl/urlseen/`` (see ``docs/drum.rst`` for its
+format), so a resumed job keeps its seen set; without it, a temporary directory removed
+at close. ``IRL_URLSEEN_DIR`` overrides both (kept after close).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.job import job_dir
+from scrapy.utils.request import referer_str
+from twisted.internet import task
+
+from scrapy_irl import config
+from scrapy_irl.urlseen import URLSeen
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+    from scrapy.utils.request import RequestFingerprinterProtocol
+    from typing_extensions import Self
+
+logger = logging.getLogger(__name__)
+
+
+class DrumDupeFilter(BaseDupeFilter):
+    """Duplicate filter on DRUM URLseen; same contract and stats as ``RFPDupeFilter``."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        temporary: bool,
+        fingerprinter: RequestFingerprinterProtocol,
+        stats: StatsCollector | None = None,
+        debug: bool = False,
+        buckets: int = 16,
+        buffer_bytes: int = 64 * 1024,
+        bucket_bytes: int = 256 * 1024,
+        merge_chunk_bytes: int = 4 * 1024 * 1024,
+        flush_interval: float = 1.0,
+        fsync: bool = True,
+        verify_on_open: bool = True,
+    ) -> None:
+        self.path = path
+        self.temporary = temporary
+        self.fingerprinter = fingerprinter
+        self.stats = stats
+        self.debug = debug
+        self.logdupes = True
+        self.flush_interval = flush_interval
+        self.urlseen = URLSeen(
+            path,
+            buckets=buckets,
+            buffer_bytes=buffer_bytes,
+            bucket_bytes=bucket_bytes,
+            merge_chunk_bytes=merge_chunk_bytes,
+            flush_interval=flush_interval,
+            fsync=fsync and not temporary,
+            verify_on_open=verify_on_open,
+        )
+        self._drum = self.urlseen.drum
+        self._check_update = self._drum.check_update_sync
+        self._timer: task.LoopingCall | None = None
+        if len(self.urlseen) or self.urlseen.pending:
+            logger.info(
+                "Resuming URLseen at %(path)s: %(keys)d URLs seen, %(pending)d pending merge",
+                {"path": path, "keys": len(self.urlseen), "pending": self.urlseen.pending},
+            )
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        configured = config.get(settings, "IRL_URLSEEN_DIR")
+        jobdir = job_dir(settings)
+        temporary = False
+        if configured:
+            path = Path(configured)
+        elif jobdir:
+            path = Path(jobdir, "irl", "urlseen")
+        else:
+            path = Path(tempfile.mkdtemp(prefix="scrapy-irl-urlseen-"))
+            temporary = True
+        return cls(
+            path,
+            temporary=temporary,
+            fingerprinter=crawler.request_fingerprinter,
+            stats=crawler.stats,
+            debug=settings.getbool("DUPEFILTER_DEBUG"),
+            buckets=config.getint(settings, "IRL_URLSEEN_BUCKETS"),
+            buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES"),
+            bucket_bytes=config.getint(settings, "IRL_URLSEEN_BUCKET_BYTES"),
+            merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES"),
+            flush_interval=config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL"),
+            fsync=config.getbool(settings, "IRL_DRUM_FSYNC"),
+            verify_on_open=config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),
+        )
+
+    def request_seen(self, request: Request) -> bool:
+        fingerprint = self.fingerprinter.fingerprint(request)
+        return self._check_update(int.from_bytes(fingerprint[:8], "big"))
+
+    def open(self) -> None:
+        # Bounds the crash window: RAM buffers reach the bucket files at least this often
+        # even when no requests arrive to trigger the check on the append path.
+        if self.flush_interval > 0:
+            self._timer = task.LoopingCall(self._tick)
+            self._timer.start(self.flush_interval, now=False)
+
+    def _tick(self) -> None:
+        self._drum.write_out()
+        self._publish_stats()
+
+    def _publish_stats(self) -> None:
+        if self.stats is None:
+            return
+        s = self.urlseen.stats
+        self.stats.set_value("urlseen/keys", s.cache_keys)
+        self.stats.set_value("urlseen/pending", self.urlseen.pending)
+        self.stats.set_value("urlseen/merges", s.merges)
+        self.stats.set_value("urlseen/lookups", s.sync_lookups)
+        self.stats.set_value("urlseen/merge_seconds", round(s.merge_seconds, 3))
+        self.stats.set_value("urlseen/merge_bytes_read", s.merge_bytes_read)
+        self.stats.set_value("urlseen/merge_bytes_written", s.merge_bytes_written)
+        self.stats.set_value("urlseen/bytes_appended", s.bytes_appended)
+        if s.torn_tuples_dropped:
+            self.stats.set_value("urlseen/torn_tuples_dropped", s.torn_tuples_dropped)
+
+    def close(self, reason: str) -> None:
+        if self._timer is not None and self._timer.running:
+            self._timer.stop()
+        self._publish_stats()
+        self.urlseen.close()
+        if self.temporary:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def log(self, request: Request, spider: Spider) -> None:
+        if self.debug:
+            msg = "Filtered duplicate request: %(request)s (referer: %(referer)s)"
+            args = {"request": request, "referer": referer_str(request)}
+            logger.debug(msg, args, extra={"spider": spider})
+        elif self.logdupes:
+            msg = (
+                "Filtered duplicate request: %(request)s"
+                " - no more duplicates will be shown"
+                " (see DUPEFILTER_DEBUG to show all duplicates)"
+            )
+            logger.debug(msg, {"request": request}, extra={"spider": spider})
+            self.logdupes = False
+        if self.stats is not None:
+            self.stats.inc_value("dupefilter/filtered")

@@ -1,0 +1,20 @@
+"""Exception tree of scrapy-irl: one root, so callers can catch everything we raise."""
+
+from __future__ import annotations
+
+
+class IrlError(Exception):
+    """Root of every error raised by scrapy-irl."""
+
+
+class DrumError(IrlError):
+    """A DRUM repository was used wrongly (bad key, closed store, wrong parameters)."""
+
+
+class DrumCorruptionError(DrumError):
+    """On-disk DRUM state failed validation and cannot be resumed safely.
+
+    Raised on open or during a merge when a file is truncated in a way a crash cannot
+    explain, a checksum does not match, or the manifest disagrees with the files. The
+    message names the file and what was wrong; nothing is modified when it is raised.
+    """

@@ -1,0 +1,245 @@
+"""Contract tests of DRUM: the three operations, values, aux delivery, reopen, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scrapy_irl.drum import CHECK, CHECK_UPDATE, UPDATE, Drum, DrumBatch, DrumError
+
+
+def u32(n: int) -> bytes:
+    return n.to_bytes(4, "little")
+
+
+def collect(batches: list[DrumBatch]) -> dict[bytes, tuple[bool, int | None]]:
+    """aux -> (unique, value before) over delivered batches."""
+    out = {}
+    for batch in batches:
+        for i in range(len(batch)):
+            value = int(batch.values[i]) if batch.values is not None else None
+            out[batch.aux(i)] = (bool(batch.unique[i]), value)
+    return out
+
+
+@pytest.fixture(params=[1, 4, 16], ids=lambda k: f"k{k}")
+def buckets(request: pytest.FixtureRequest) -> int:
+    return request.param
+
+
+def key(prefix: int, low: int, k_bits: int = 12) -> int:
+    """A key with chosen top bits (bucket) and low bits, to spread over buckets."""
+    return (prefix << (64 - k_bits)) | low
+
+
+def test_check_update_reports_first_occurrence_unique(tmp_path, buckets):
+    got: list[DrumBatch] = []
+    with Drum(tmp_path, buckets=buckets, on_results=got.append) as drum:
+        for i, k in enumerate([5, 7, 5, key(4095, 1), 7, 5]):
+            drum.check_update(k, aux=f"t{i}".encode())
+        assert drum.merge() == 6
+        results = collect(got)
+        assert [results[f"t{i}".encode()][0] for i in range(6)] == [
+            True, True, False, True, False, False
+        ]
+        assert len(drum) == 3
+        got.clear()
+        drum.check_update(7, aux=b"again")
+        drum.check_update(8, aux=b"new")
+        drum.merge()
+        assert collect(got) == {b"again": (False, None), b"new": (True, None)}
+
+
+def test_check_does_not_insert(tmp_path, buckets):
+    got: list[DrumBatch] = []
+    with Drum(tmp_path, buckets=buckets, on_results=got.append) as drum:
+        drum.check(1, b"c1")
+        drum.check(1, b"c2")
+        drum.merge()
+        assert len(drum) == 0
+        assert collect(got) == {b"c1": (True, None), b"c2": (True, None)}
+
+
+def test_update_overwrites_and_check_sees_value(tmp_path, buckets):
+    got: list[DrumBatch] = []
+    with Drum(tmp_path, buckets=buckets, value_dtype="<u4", on_results=got.append) as drum:
+        drum.update(10, u32(1), b"u1")
+        drum.check(10, b"c1")  # same batch: sees the update before it
+        drum.update(10, u32(2), b"u2")
+        drum.check(11, b"c-missing")
+        drum.merge()
+        drum.check(10, b"c2")
+        drum.merge()
+        results = collect(got)
+        assert results[b"u1"] == (True, 0)
+        assert results[b"c1"] == (False, 1)
+        assert results[b"u2"] == (False, 1)
+        assert results[b"c-missing"] == (True, 0)
+        assert results[b"c2"] == (False, 2)
+
+
+def test_merge_function_adds_counters(tmp_path, buckets):
+    got: list[DrumBatch] = []
+    add = lambda old, new: old + new  # noqa: E731
+    with Drum(tmp_path, buckets=buckets, value_dtype="<u4", merge=add, on_results=got.append) as drum:
+        for i in range(5):
+            drum.update(42, u32(i + 1), f"u{i}".encode())
+        drum.merge()
+        drum.check(42, b"c")
+        drum.merge()
+        assert collect(got)[b"c"] == (False, 15)
+
+
+def test_submit_batch_matches_single_appends(tmp_path, buckets):
+    rng = np.random.default_rng(7)
+    keys = rng.integers(0, 2**64, size=5000, dtype=np.uint64)
+    keys[::3] = keys[0]  # many repeats of one key inside the batch
+    aux = [str(i).encode() for i in range(len(keys))]
+    got_batch: list[DrumBatch] = []
+    got_single: list[DrumBatch] = []
+    with Drum(tmp_path / "a", buckets=buckets, on_results=got_batch.append) as drum:
+        drum.submit(keys, CHECK_UPDATE, aux=aux)
+        drum.merge()
+    with Drum(tmp_path / "b", buckets=buckets, on_results=got_single.append) as drum:
+        for k, a in zip(keys.tolist(), aux):
+            drum.check_update(k, aux=a)
+        drum.merge()
+    assert collect(got_batch) == collect(got_single)
+    assert sum(u for u, _ in collect(got_batch).values()) == len(set(keys.tolist()))
+
+
+def test_results_in_fifo_order_within_bucket(tmp_path):
+    got: list[DrumBatch] = []
+    with Drum(tmp_path, buckets=1, on_results=got.append) as drum:
+        keys = [9, 3, 7, 3, 1]
+        for i, k in enumerate(keys):
+            drum.check_update(k, aux=str(i).encode())
+        drum.merge()
+    assert [got[0].aux(i) for i in range(5)] == [b"0", b"1", b"2", b"3", b"4"]
+    assert got[0].keys.tolist() == keys
+
+
+def test_state_survives_reopen(tmp_path, buckets):
+    with Drum(tmp_path, buckets=buckets, value_dtype="<u8") as drum:
+        drum.update(1, (11).to_bytes(8, "little"))
+        drum.merge()
+        drum.update(2, (22).to_bytes(8, "little"))  # pending, written out on close
+    got: list[DrumBatch] = []
+    with Drum(tmp_path, buckets=buckets, value_dtype="<u8", on_results=got.append) as drum:
+        assert drum.pending_tuples == 1
+        drum.check(1, b"one")
+        drum.check(2, b"two")
+        drum.merge()
+        assert collect(got)[b"one"] == (False, 11)
+        assert collect(got)[b"two"] == (False, 22)
+
+
+def test_sync_contains_sees_pending_and_merged(tmp_path):
+    with Drum(tmp_path, sync_index=True, store_aux=False, bucket_bytes=1 << 30) as drum:
+        assert not drum.check_update_sync(100)
+        assert drum.check_update_sync(100)
+        drum.check(200)  # a check does not insert
+        assert not drum.contains(200)
+        drum.merge()
+        assert drum.contains(100)
+        for k in range(1000, 30000):
+            assert not drum.check_update_sync(k * 7919)
+        assert all(drum.contains(k * 7919) for k in range(1000, 30000))
+        drum.merge()
+        assert all(drum.check_update_sync(k * 7919) for k in range(1000, 30000, 7))
+        assert not drum.contains(5)
+    with Drum(tmp_path, sync_index=True, store_aux=False) as drum:
+        assert drum.contains(100) and drum.contains(29999 * 7919)
+
+
+def test_sync_index_survives_reopen_before_merge(tmp_path):
+    with Drum(tmp_path, sync_index=True, store_aux=False) as drum:
+        for k in range(500):
+            drum.check_update_sync(k)
+    with Drum(tmp_path, sync_index=True, store_aux=False) as drum:
+        assert len(drum) == 0 and drum.pending_tuples == 500
+        assert all(drum.check_update_sync(k) for k in range(500))
+
+
+def test_auto_merge_when_bucket_reaches_r(tmp_path):
+    with Drum(tmp_path, buckets=2, buffer_bytes=90, bucket_bytes=400, store_aux=False) as drum:
+        for k in range(200):
+            drum.update(k << 40)
+        assert drum.stats.merges >= 1
+        drum.merge()
+        assert len(drum) == 200
+        assert drum.largest_bucket_bytes == 0
+
+
+def test_owed_results_redelivered_after_callback_failure(tmp_path):
+    calls: list[int] = []
+
+    def failing(batch: DrumBatch) -> None:
+        calls.append(batch.epoch)
+        raise RuntimeError("consumer down")
+
+    drum = Drum(tmp_path, on_results=failing)
+    drum.check_update(1, aux=b"x")
+    with pytest.raises(RuntimeError):
+        drum.merge()
+    assert drum.pending_deliveries == 1
+    drum.close()
+    got: list[DrumBatch] = []
+    with Drum(tmp_path, on_results=got.append) as drum:
+        assert drum.deliver() == 1
+        assert got[0].epoch == calls[0] and got[0].aux(0) == b"x" and got[0].unique[0]
+        assert drum.pending_deliveries == 0
+
+
+def test_refuses_mismatched_parameters_and_second_opener(tmp_path):
+    Drum(tmp_path, buckets=4, value_dtype="<u4").close()
+    with pytest.raises(DrumError, match="4 buckets"):
+        Drum(tmp_path, buckets=8, value_dtype="<u4")
+    with pytest.raises(DrumError, match="dtype"):
+        Drum(tmp_path, buckets=4, value_dtype="<u8")
+    with Drum(tmp_path, buckets=4, value_dtype="<u4"):
+        with pytest.raises(DrumError, match="in use"):
+            Drum(tmp_path, buckets=4, value_dtype="<u4")
+
+
+@pytest.mark.parametrize("bad", [-1, 1 << 64])
+def test_rejects_out_of_range_keys(tmp_path, bad):
+    with Drum(tmp_path) as drum, pytest.raises(DrumError, match="64-bit"):
+        drum.update(bad)
+
+
+def test_rejects_bad_arguments(tmp_path):
+    with pytest.raises(DrumError, match="power of two"):
+        Drum(tmp_path / "a", buckets=3)
+    with Drum(tmp_path / "b", value_dtype="<u4") as drum:
+        with pytest.raises(DrumError, match="4 bytes"):
+            drum.update(1, b"\x00")
+        with pytest.raises(DrumError, match="aux"):
+            drum.submit(np.array([1, 2], dtype=np.uint64), UPDATE, aux=[b"x"])
+        with pytest.raises(DrumError, match="operation"):
+            drum.submit(np.array([1], dtype=np.uint64), 7)
+        with pytest.raises(DrumError, match="sync_index"):
+            drum.contains(1)
+
+
+def test_stats_count_io_for_the_overhead_model(tmp_path):
+    with Drum(tmp_path, store_aux=True, on_results=lambda b: None) as drum:
+        drum.submit(np.arange(1000, dtype=np.uint64) << np.uint64(40), CHECK_UPDATE,
+                    aux=[b"x" * 50] * 1000)
+        drum.merge()
+        s = drum.stats
+        assert s.merges == 1 and s.unique == 1000 and s.inserted == 1000
+        assert s.bytes_appended >= 1000 * (9 + 4 + 50)
+        assert s.merge_bytes_written >= 1000 * 8  # the new Z
+        assert s.merge_bytes_read >= 1000 * (9 + 4 + 50)  # buckets + aux read back
+        assert s.last_merge["cache_keys"] == 1000 and s.merge_seconds > 0
+
+
+def test_check_only_store_reports_values_of_missing_keys_as_zero(tmp_path):
+    got: list[DrumBatch] = []
+    with Drum(tmp_path, value_dtype="V16", on_results=got.append) as drum:
+        drum.update(3, b"a" * 16, b"u")
+        drum.submit(np.array([3, 4], dtype=np.uint64), CHECK, aux=[b"c3", b"c4"])
+        drum.merge()
+    values = {got[0].aux(i): bytes(got[0].values[i]) for i in range(len(got[0]))}
+    assert values[b"c3"] == b"a" * 16 and values[b"c4"] == bytes(16)

@@ -1,0 +1,63 @@
+"""A tiny threaded HTTP site on 127.0.0.1 for crawl tests: a link graph full of duplicates.
+
+``/page/<n>`` links to pages ``2n``, ``2n+1``, ``n`` itself and ``0`` (so most links are
+duplicates), for n below ``size``. Every request path is logged, so tests can count
+fetches on the server side.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self.server.hits[self.path] += 1
+        parts = self.path.strip("/").split("/")
+        if len(parts) != 2 or parts[0] != "page" or not parts[1].isdigit():
+            self.send_error(404)
+            return
+        n = int(parts[1])
+        links = [m for m in (2 * n, 2 * n + 1, n, 0) if m < self.server.size]
+        body = "".join(f'<a href="/page/{m}">p{m}</a>\n' for m in links)
+        data = f"<html><body>{body}</body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, size: int) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.size = size
+        self.hits: Counter[str] = Counter()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@contextmanager
+def loopback_site(size: int = 64) -> Iterator[_Server]:
+    server = _Server(size)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -1,0 +1,154 @@
+"""DrumDupeFilter: unit behaviour through a real crawler, then real crawls on loopback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scrapy import Request
+from scrapy.core.scheduler import Scheduler
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
+
+from scrapy_irl import Addon
+from scrapy_irl.dupefilter import DrumDupeFilter
+from tests.loopback_site import loopback_site
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_filter(**settings: object) -> DrumDupeFilter:
+    crawler = get_crawler(settings_dict={"DUPEFILTER_CLASS": "scrapy_irl.dupefilter.DrumDupeFilter", **settings})
+    scheduler = build_from_crawler(Scheduler, crawler)
+    assert isinstance(scheduler.df, DrumDupeFilter)
+    return scheduler.df
+
+
+def test_filters_duplicates_by_fingerprint():
+    df = make_filter()
+    try:
+        assert not df.request_seen(Request("http://a.example/x?b=2&a=1"))
+        assert df.request_seen(Request("http://a.example/x?a=1&b=2"))  # canonical form
+        assert df.request_seen(Request("http://a.example/x?a=1&b=2#frag"))
+        assert not df.request_seen(Request("http://a.example/x?a=1&b=2", method="POST"))
+        assert not df.request_seen(Request("http://b.example/x"))
+    finally:
+        df.close("finished")
+
+
+def test_without_jobdir_uses_a_temporary_store_removed_at_close():
+    df = make_filter()
+    path = df.path
+    assert df.temporary and path.exists()
+    df.request_seen(Request("http://a.example/"))
+    df.close("finished")
+    assert not path.exists()
+
+
+def test_jobdir_keeps_the_seen_set(tmp_path: Path):
+    df = make_filter(JOBDIR=str(tmp_path))
+    assert df.path == tmp_path / "irl" / "urlseen"
+    urls = [f"http://h{i % 7}.example/p/{i}" for i in range(3000)]
+    assert not any(df.request_seen(Request(u)) for u in urls)
+    df.urlseen.merge()
+    df.request_seen(Request("http://late.example/"))  # pending only, written out at close
+    df.close("shutdown")
+    df2 = make_filter(JOBDIR=str(tmp_path))
+    try:
+        assert all(df2.request_seen(Request(u)) for u in urls)
+        assert df2.request_seen(Request("http://late.example/"))
+        assert not df2.request_seen(Request("http://new.example/"))
+    finally:
+        df2.close("finished")
+    assert (tmp_path / "irl" / "urlseen" / "MANIFEST").exists()
+
+
+def test_settings_reach_the_store(tmp_path: Path):
+    df = make_filter(IRL_URLSEEN_DIR=str(tmp_path / "seen"), IRL_URLSEEN_BUCKETS=4,
+                     IRL_URLSEEN_BUCKET_BYTES=1000, IRL_URLSEEN_BUFFER_BYTES=100)
+    try:
+        assert df.path == tmp_path / "seen" and not df.temporary
+        drum = df.urlseen.drum
+        assert (drum.k, drum.bucket_bytes, drum.buffer_bytes) == (4, 1000, 100)
+        for i in range(500):
+            df.request_seen(Request(f"http://x.example/{i}"))
+        assert drum.stats.merges > 0  # r = 1000 bytes forces merges
+    finally:
+        df.close("finished")
+    assert (tmp_path / "seen").exists()  # an explicit directory is kept
+
+
+def test_log_counts_and_logs_once(caplog: pytest.LogCaptureFixture):
+    crawler = get_crawler(settings_dict={"DUPEFILTER_CLASS": "scrapy_irl.dupefilter.DrumDupeFilter"})
+    crawler.spider = crawler._create_spider("test")
+    df = build_from_crawler(Scheduler, crawler).df
+    try:
+        with caplog.at_level(logging.DEBUG):
+            for _ in range(3):
+                df.log(Request("http://a.example/"), crawler.spider)
+        assert crawler.stats.get_value("dupefilter/filtered") == 3
+        messages = [r.getMessage() for r in caplog.records if "Filtered duplicate" in r.getMessage()]
+        assert len(messages) == 1 and "DUPEFILTER_DEBUG" in messages[0]
+    finally:
+        df.close("finished")
+
+
+def test_addon_selects_the_filter():
+    from scrapy.settings import Settings
+
+    settings = Settings()
+    Addon().update_settings(settings)
+    assert settings["DUPEFILTER_CLASS"] == "scrapy_irl.dupefilter.DrumDupeFilter"
+    settings = Settings({"DUPEFILTER_CLASS": "my.Filter"}, priority="project")
+    Addon().update_settings(settings)
+    assert settings["DUPEFILTER_CLASS"] == "my.Filter"  # the project's choice wins
+
+
+def crawl(config: dict) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.crawl_runner", json.dumps(config)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [l for l in proc.stdout.splitlines() if l.startswith("STATS ")][-1]
+    return json.loads(line[6:])
+
+
+@pytest.mark.slow
+def test_real_crawl_drops_duplicates_and_honours_dont_filter(tmp_path: Path):
+    with loopback_site(size=200) as site:
+        stats = crawl({
+            "start": [f"{site.base_url}/page/1"],
+            "again": [f"{site.base_url}/page/1"],
+            "settings": {"ADDONS": {"scrapy_irl.Addon": 0},
+                         "IRL_URLSEEN_BUCKETS": 2, "IRL_URLSEEN_BUFFER_BYTES": 90,
+                         "IRL_URLSEEN_BUCKET_BYTES": 400},  # tiny M and r: merges mid-crawl
+        })
+        pages = {p: n for p, n in site.hits.items() if p.startswith("/page/")}
+    assert set(pages) == {f"/page/{n}" for n in range(200)}
+    assert pages["/page/1"] == 2  # once normally, once dont_filter
+    assert all(n == 1 for p, n in pages.items() if p != "/page/1")
+    links = sum(len({m for m in (2 * n, 2 * n + 1, n, 0) if m < 200}) for n in range(200))
+    assert stats["dupefilter/filtered"] == 1 + links - 200  # start + links - unique pages
+    assert stats["urlseen/merges"] >= 1
+
+
+@pytest.mark.slow
+def test_jobdir_resume_does_not_refetch(tmp_path: Path):
+    jobdir = str(tmp_path / "job")
+    settings = {"ADDONS": {"scrapy_irl.Addon": 0}, "JOBDIR": jobdir}
+    with loopback_site(size=40) as site:
+        crawl({"start": [f"{site.base_url}/page/1"], "settings": settings})
+        first = dict(site.hits)
+        stats = crawl({"start": [f"{site.base_url}/page/{n}" for n in range(40)],
+                       "settings": settings})
+        second = {p: site.hits[p] - first.get(p, 0) for p in site.hits}
+    assert sum(n for p, n in first.items() if p.startswith("/page/")) == 40
+    assert not any(n for p, n in second.items() if p.startswith("/page/")), second
+    assert stats["dupefilter/filtered"] == 40
