@@ -24,6 +24,6 @@ IRL_URLSEEN_BUCKETS = 16
 # M: bytes of RAM buffer per bucket before it is written to its bucket file.
 IRL_URLSEEN_BUFFER_BYTES = 64 * 1024
 # r: bytes a bucket file may reach before all buckets are merged with Z in one pass.
-IRL_URLSEEN_BUCKET_BYTES = 256 * 1024
+IRL_URLSEEN_BUCKET_BYTES = 128 * 1024
 # Delta: bytes of Z read per chunk during a merge.
 IRL_URLSEEN_MERGE_CHUNK_BYTES = 4 * 1024 * 1024

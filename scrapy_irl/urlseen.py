@@ -36,7 +36,7 @@ class URLSeen:
         *,
         buckets: int = 16,
         buffer_bytes: int = 64 * 1024,
-        bucket_bytes: int = 256 * 1024,
+        bucket_bytes: int = 128 * 1024,
         merge_chunk_bytes: int = 4 * 1024 * 1024,
         flush_interval: float = 1.0,
         fsync: bool = True,

@@ -31,7 +31,6 @@ process dies are lost; they are written out at least every ``flush_interval`` se
 
 from __future__ import annotations
 
-import bisect
 import fcntl
 import logging
 import os
@@ -52,6 +51,8 @@ from scrapy_irl.drum.cache import (
     verify_cache_file,
 )
 from scrapy_irl.drum.manifest import Manifest, read_manifest, write_manifest
+from scrapy_irl.drum.heap import release_free_heap
+from scrapy_irl.drum.pending import PendingKeys
 from scrapy_irl.drum.merge import (
     GroupedBatch,
     MergeFunction,
@@ -200,9 +201,7 @@ class Drum:
         self._delivering = False
         self._appends_since_clock = 0
         self._last_write_out = clock()
-        self._recent: set[int] = set()
-        self._pending_sorted = np.empty(0, dtype=KEY_DTYPE)
-        self._pending_view: memoryview | None = None
+        self._pending = PendingKeys(buckets)
         self._check_update_suffix = _OP_BYTES[CHECK_UPDATE] + self._zero_value
         self._cache_index: CacheIndex | None = None
         self._lock_fd = self._acquire_lock()
@@ -298,8 +297,8 @@ class Drum:
             for bucket in self._make_buckets(epoch):
                 bucket.recover()
         if self.sync_index:
-            pending = [self._updating_keys(b.read_records()) for b in self._buckets]
-            self._set_pending(np.unique(np.concatenate([self._pending_sorted, *pending])))
+            for bucket in self._buckets:
+                self._pending.add_many(self._updating_keys(bucket.read_records()))
             self._open_cache_index()
 
     def _open_cache_index(self) -> None:
@@ -342,7 +341,7 @@ class Drum:
         bucket.append(key.to_bytes(8, "little") + _OP_BYTES[op] + value, aux)
         self.stats.tuples_appended += 1
         if self.sync_index and op & UPDATE:
-            self._remember(key)
+            self._pending.add(key)
         self._after_append(bucket)
 
     def submit(
@@ -388,7 +387,7 @@ class Drum:
         self.stats.tuples_appended += n
         if self.sync_index and n:
             inserting = keys[(ops & UPDATE).astype(bool)] if ops.ndim else (keys if ops & UPDATE else keys[:0])
-            self._set_pending(np.union1d(self._pending_sorted, inserting))
+            self._pending.add_many(inserting)
         for i in range(self.k):  # by index: a merge replaces self._buckets
             self._after_append(self._buckets[i], timed=False)
         self._maybe_timed_write_out()
@@ -408,6 +407,10 @@ class Drum:
         self._appends_since_clock = 0
         if self._clock() - self._last_write_out >= self.flush_interval:
             self.write_out()
+            # Timed write-outs also grow bucket files (buffers may never fill up when
+            # tuples trickle in), so the r threshold is checked here too.
+            if self.auto_merge and self.largest_bucket_bytes >= self.bucket_bytes:
+                self.merge()
 
     def write_out(self) -> int:
         """Write every RAM buffer to its bucket file (bounds what a kill can lose)."""
@@ -433,21 +436,6 @@ class Drum:
 
     # -- the synchronous path --------------------------------------------------------------
 
-    def _remember(self, key: int) -> None:
-        self._recent.add(key)
-        if len(self._recent) >= 8192:
-            self._fold_recent()
-
-    def _fold_recent(self) -> None:
-        fresh = np.fromiter(self._recent, dtype=KEY_DTYPE, count=len(self._recent))
-        fresh.sort()
-        self._set_pending(np.union1d(self._pending_sorted, fresh))
-        self._recent.clear()
-
-    def _set_pending(self, keys: np.ndarray) -> None:
-        self._pending_sorted = keys
-        self._pending_view = memoryview(keys) if len(keys) else None
-
     def contains(self, key: int) -> bool:
         """True if ``key`` is in Z or inserted by a tuple not merged yet.
 
@@ -457,18 +445,10 @@ class Drum:
             raise DrumError("contains() needs a store opened with sync_index=True")
         stats = self.stats
         stats.sync_lookups += 1
-        if key in self._recent or self._in_pending_or_cache(key):
+        if key in self._pending or key in self._cache_index:  # type: ignore[operator]
             stats.sync_hits += 1
             return True
         return False
-
-    def _in_pending_or_cache(self, key: int) -> bool:
-        view = self._pending_view
-        if view is not None:
-            i = bisect.bisect_left(view, key)
-            if i < len(view) and view[i] == key:
-                return True
-        return key in self._cache_index  # type: ignore[operator]
 
     def check_update_sync(self, key: int) -> bool:
         """``check+update`` answered at once: True if ``key`` was seen before.
@@ -481,8 +461,7 @@ class Drum:
             raise DrumError("check_update_sync() needs a store opened with sync_index=True")
         stats = self.stats
         stats.sync_lookups += 1
-        recent = self._recent
-        if key in recent or self._in_pending_or_cache(key):
+        if key in self._pending or key in self._cache_index:  # type: ignore[operator]
             stats.sync_hits += 1
             return True
         if self._closed:
@@ -492,9 +471,7 @@ class Drum:
         bucket = self._buckets[key >> self._shift]
         bucket.append(key.to_bytes(8, "little") + self._check_update_suffix, b"")
         stats.tuples_appended += 1
-        recent.add(key)
-        if len(recent) >= 8192:
-            self._fold_recent()
+        self._pending.add(key)
         self._after_append(bucket)
         return False
 
@@ -605,9 +582,9 @@ class Drum:
                 bucket.close()
         self._buckets = self._make_buckets(new_epoch)
         if self.sync_index:
-            self._recent.clear()
-            self._set_pending(np.empty(0, dtype=KEY_DTYPE))
+            self._pending.clear()
             self._open_cache_index()
+        release_free_heap()
 
         seconds = time.perf_counter() - started
         bytes_read = reader.bytes_read + bucket_bytes_read

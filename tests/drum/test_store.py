@@ -243,3 +243,15 @@ def test_check_only_store_reports_values_of_missing_keys_as_zero(tmp_path):
         drum.merge()
     values = {got[0].aux(i): bytes(got[0].values[i]) for i in range(len(got[0]))}
     assert values[b"c3"] == b"a" * 16 and values[b"c4"] == bytes(16)
+
+
+def test_timed_write_outs_still_merge_at_r(tmp_path):
+    """Buffers flushed by the clock never fill up, yet bucket files reaching r must merge."""
+    now = [0.0]
+    with Drum(tmp_path, buckets=1, buffer_bytes=1 << 20, bucket_bytes=900, store_aux=False,
+              flush_interval=1.0, clock=lambda: now[0]) as drum:
+        for k in range(1000):
+            drum.update(k)
+            now[0] += 0.1  # a write-out every 10 tuples, 90 bytes each
+        assert drum.stats.merges >= 5
+        assert drum.largest_bucket_bytes < 900 + 90
