@@ -206,6 +206,10 @@ class CacheIndex:
         self.count = count
         self._fd: int | None = None
         self._fence: list[int] = []
+        # One reusable page buffer and its uint64 view: no allocation per lookup.
+        self._page = bytearray(_PAGE_BYTES)
+        self._page_list = [self._page]
+        self._page_keys = memoryview(self._page).cast("Q") if _NATIVE_LITTLE else None
         if count:
             self._fd = os.open(keys_path, os.O_RDONLY)
             self._fence = self._read_fence(keys_path, count)
@@ -225,16 +229,19 @@ class CacheIndex:
         page = bisect.bisect_right(self._fence, key) - 1
         if page < 0:
             return False
-        raw = os.pread(self._fd, _PAGE_BYTES, page * _PAGE_BYTES)
-        if _NATIVE_LITTLE:
-            keys = memoryview(raw).cast("Q")
-            i = bisect.bisect_left(keys, key)
-            return i < len(keys) and keys[i] == key
-        window = np.frombuffer(raw, dtype=KEY_DTYPE)  # pragma: no cover - big-endian hosts
-        i = int(np.searchsorted(window, np.uint64(key)))
-        return i < len(window) and int(window[i]) == key
+        got = os.preadv(self._fd, self._page_list, page * _PAGE_BYTES) >> 3
+        keys = self._page_keys
+        if keys is not None:
+            i = bisect.bisect_left(keys, key, 0, got)
+            return i < got and keys[i] == key
+        window = np.frombuffer(self._page, dtype=KEY_DTYPE, count=got)  # pragma: no cover
+        i = int(np.searchsorted(window, np.uint64(key)))  # (big-endian hosts)
+        return i < got and int(window[i]) == key
 
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._page_keys is not None:
+            self._page_keys.release()
+            self._page_keys = None

@@ -76,4 +76,4 @@ class PendingKeys:
                 continue
             run = np.union1d(self._runs[i], fresh[lo:hi])
             self._runs[i] = run
-            self._views[i] = memoryview(run)
+            self._views[i] = memoryview(run)  # type: ignore[arg-type]  # ndarray is a buffer

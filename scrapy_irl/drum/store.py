@@ -237,7 +237,7 @@ class Drum:
             manifest = Manifest(epoch=0, buckets=self.k, value_descr=descr, store_aux=self.store_aux)
             write_manifest(self.path, manifest, fsync=self.fsync)
             return manifest
-        stored = np.lib.format.descr_to_dtype(_tuplify(manifest.value_descr))
+        stored = np.lib.format.descr_to_dtype(_tuplify(manifest.value_descr))  # type: ignore[arg-type]
         if stored != self.value_dtype:
             raise DrumError(
                 f"{self.path}: store holds values of dtype {stored}, opened with {self.value_dtype}"
