@@ -171,7 +171,9 @@ def verify_cache_file(path: Path, expected_size: int, expected_crc: int | None) 
     except FileNotFoundError:
         if expected_size == 0:
             return
-        raise DrumCorruptionError(f"{path}: missing, the manifest expects {expected_size} bytes")
+        raise DrumCorruptionError(
+            f"{path}: missing, the manifest expects {expected_size} bytes"
+        ) from None
     if size != expected_size:
         raise DrumCorruptionError(
             f"{path}: {size} bytes on disk, the manifest expects {expected_size}"

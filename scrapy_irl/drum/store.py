@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scrapy_irl.drum.bucket import Bucket, bucket_paths
+from scrapy_irl.drum.bucket import Bucket
 from scrapy_irl.drum.cache import (
     CacheIndex,
     CacheReader,
@@ -53,13 +53,8 @@ from scrapy_irl.drum.cache import (
 from scrapy_irl.drum.manifest import Manifest, read_manifest, write_manifest
 from scrapy_irl.drum.heap import release_free_heap
 from scrapy_irl.drum.pending import PendingKeys
-from scrapy_irl.drum.merge import (
-    GroupedBatch,
-    MergeFunction,
-    lookup_chunk,
-    merged_chunk,
-    resolve_groups,
-)
+from scrapy_irl.drum.merge import MergeFunction
+from scrapy_irl.drum.merge_pass import merge_bucket
 from scrapy_irl.drum.records import (
     CHECK,
     CHECK_UPDATE,
@@ -524,7 +519,9 @@ class Drum:
                 upper = None if i == self.k - 1 else (i + 1) << self._shift
                 records = bucket.read_records()
                 bucket_bytes_read += bucket.file_bytes
-                unique, before, inserted = self._merge_bucket(records, reader, writer, upper)
+                unique, before, inserted = merge_bucket(
+                    records, reader, writer, upper, self.value_dtype, self.merge_function
+                )
                 counters["tuples"] += len(records)
                 ops = records["op"]
                 counters["checked"] += int(np.count_nonzero(ops & CHECK))
@@ -614,73 +611,6 @@ class Drum:
             self.path, counters["tuples"], counters["unique"], writer.count, seconds,
         )
         return counters["tuples"]
-
-    def _merge_bucket(
-        self,
-        records: np.ndarray,
-        reader: CacheReader,
-        writer: CacheWriter,
-        upper: int | None,
-    ) -> tuple[np.ndarray, np.ndarray | None, int]:
-        """Merge one sorted bucket with its key range of Z; results in arrival order."""
-        n = len(records)
-        if not n:
-            for chunk_keys, chunk_values in reader.chunks_below(upper):
-                writer.write(chunk_keys, chunk_values)
-            return np.empty(0, dtype=bool), None, 0
-        batch = GroupedBatch.from_records(records)
-        n_groups = len(batch.group_keys)
-        starts = batch.group_starts
-        unique_sorted = np.empty(n, dtype=bool)
-        before_sorted = np.zeros(n, dtype=self.value_dtype) if self.has_values else None
-        done = 0  # groups handled so far
-        inserted = 0
-
-        def handle(chunk_keys: np.ndarray, chunk_values: np.ndarray | None, upto: int) -> None:
-            nonlocal done, inserted
-            g0, g1 = done, upto
-            t0 = int(starts[g0]) if g0 < n_groups else n
-            t1 = int(starts[g1]) if g1 < n_groups else n
-            group_keys = batch.group_keys[g0:g1]
-            positions, found = lookup_chunk(chunk_keys, group_keys)
-            cache_values = None
-            if self.has_values:
-                cache_values = np.zeros(g1 - g0, dtype=self.value_dtype)
-                if chunk_values is not None and found.any():
-                    cache_values[found] = chunk_values[positions[found]]
-            resolution = resolve_groups(
-                batch.ops[t0:t1],
-                batch.values[t0:t1] if batch.values is not None else None,
-                batch.group_of[t0:t1] - g0,
-                starts[g0:g1] - t0,
-                found,
-                cache_values,
-                self.merge_function,
-            )
-            unique_sorted[t0:t1] = resolution.unique
-            if before_sorted is not None and resolution.value_before is not None:
-                before_sorted[t0:t1] = resolution.value_before
-            out_keys, out_values, n_new = merged_chunk(
-                chunk_keys, chunk_values, group_keys, positions, found, resolution
-            )
-            writer.write(out_keys, out_values)
-            inserted += n_new
-            done = g1
-
-        for chunk_keys, chunk_values in reader.chunks_below(upper):
-            upto = int(np.searchsorted(batch.group_keys, chunk_keys[-1], side="right"))
-            handle(chunk_keys, chunk_values, upto)
-        if done < n_groups:
-            empty_values = np.empty(0, dtype=self.value_dtype) if self.has_values else None
-            handle(np.empty(0, dtype=KEY_DTYPE), empty_values, n_groups)
-
-        unique = np.empty(n, dtype=bool)
-        unique[batch.order] = unique_sorted
-        before = None
-        if before_sorted is not None:
-            before = np.empty(n, dtype=self.value_dtype)
-            before[batch.order] = before_sorted
-        return unique, before, inserted
 
     # -- delivering results ----------------------------------------------------------------
 

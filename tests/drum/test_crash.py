@@ -103,7 +103,7 @@ def test_kill9_at_random_points_then_resume(tmp_path: Path) -> None:
 
     check = workload.open_store(tmp_path, consumer)
     try:
-        for key, count in model.items():
+        for key in model:
             check.check(key, b"final")
         final: dict[int, int] = {}
         check.on_results = lambda batch: final.update(
