@@ -493,6 +493,10 @@ class Drum:
         self.deliver()
         return merged
 
+    def flush(self) -> int:
+        """Write out every buffer and merge now: the thesis' explicit flush (same as merge)."""
+        return self.merge()
+
     def _merge_epoch(self) -> int:
         started = time.perf_counter()
         old = self._manifest
