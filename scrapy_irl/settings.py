@@ -27,3 +27,16 @@ IRL_URLSEEN_BUFFER_BYTES = 64 * 1024
 IRL_URLSEEN_BUCKET_BYTES = 128 * 1024
 # Delta: bytes of Z read per chunk during a merge.
 IRL_URLSEEN_MERGE_CHUNK_BYTES = 4 * 1024 * 1024
+
+# --- simweb (the simulated web; read by its DNS resolver and the broad spider) ------------
+# JSON file describing the web (written by ``python -m scrapy_irl.simweb --config-out``);
+# when set it wins over the size/seed/plds/port settings below.
+IRL_SIMWEB_CONFIG = ""
+# Named size of the web: "tiny", "small", "default" or "big".
+IRL_SIMWEB_SIZE = "default"
+# Seed of the web: the same seed always gives the same web.
+IRL_SIMWEB_SEED = 1
+# Number of legitimate pay-level domains; 0 keeps the named size's number.
+IRL_SIMWEB_PLDS = 0
+# TCP port every simweb address listens on; 0 keeps the web's default (8080).
+IRL_SIMWEB_PORT = 0

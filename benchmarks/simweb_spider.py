@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""A plain follow-every-link Scrapy spider run against simweb, in its own process.
+
+    python benchmarks/simweb_spider.py --config simweb.json --settings '{"CLOSESPIDER_PAGECOUNT": 100}'
+
+Start URLs are the web's seed list (``Web.seed_urls``). The process installs
+``scrapy_irl.simweb.resolver.SimwebResolver`` as TWISTED_DNS_RESOLVER (it is a process
+setting), so no name ever reaches system DNS. Prints ``STATS {json}`` at the end.
+Independent of ``example_project``; used by ``baseline_stock.py`` and the simweb tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from scrapy.http import TextResponse
+from scrapy.linkextractors import LinkExtractor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scrapy_irl.simweb.model import web_for
+from scrapy_irl.simweb.report import load_config
+
+
+class SimwebSpider(scrapy.Spider):
+    """Follows every extracted link, like a naive broad crawler."""
+
+    name = "simweb"
+
+    def __init__(self, start: list[str], **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = start
+        self.links = LinkExtractor()
+
+    def parse(self, response):
+        if not isinstance(response, TextResponse):
+            return
+        for link in self.links.extract_links(response):
+            yield scrapy.Request(link.url)
+
+
+#: Always set: the harness must not open ports outside the web nor fetch anything else.
+FIXED = {
+    "TELNETCONSOLE_ENABLED": False,
+    "REMOTE_CONTROL_ENABLED": False,
+    "TWISTED_DNS_RESOLVER": "scrapy_irl.simweb.resolver.SimwebResolver",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--config",
+        required=True,
+        help="simweb config JSON (python -m scrapy_irl.simweb --config-out)",
+    )
+    p.add_argument("--settings", default="{}", help="Scrapy settings as JSON")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=10,
+        help="how many of the web's seed URLs to start from",
+    )
+    args = p.parse_args(argv)
+    config = load_config(args.config)
+    settings = {
+        "LOG_LEVEL": "INFO",
+        "CLOSESPIDER_TIMEOUT": 600,
+        **json.loads(args.settings),
+        **FIXED,
+    }
+    settings["IRL_SIMWEB_CONFIG"] = str(Path(args.config).resolve())
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(SimwebSpider)
+    process.crawl(crawler, start=web_for(config).seed_urls(args.seeds))
+    process.start()
+    stats = {
+        k: v
+        for k, v in crawler.stats.get_stats().items()
+        if isinstance(v, (int, float, str))
+    }
+    print("STATS " + json.dumps(stats, sort_keys=True), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

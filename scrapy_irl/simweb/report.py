@@ -1,0 +1,314 @@
+"""The judge: ``python -m scrapy_irl.simweb.report LOG`` scores a crawl from the server's log.
+
+All numbers come from the request log plus the model's ground truth (never from the
+crawler's own stats), so every crawler is judged the same way. Definitions, in the order
+printed, are in ``docs/simweb.rst``; in short:
+
+* *pages*: distinct (host, target) fetched, robots.txt and 421 answers excluded, any
+  status; *duplicate fetches*: the rest of those requests.
+* *spam/trap share*: requests the model classifies as spam-farm hosts / calendar or
+  session-id URL variants, over all requests.
+* *robots violations*: non-robots requests to a target the host's served robots.txt
+  (after redirects, first 500 KiB, Protego) disallows for ``--user-agent``.
+* *politeness*: per host, gaps between consecutive non-robots request starts (IRLbot's
+  host heap does not hold back robots.txt); per IP, gaps between all request starts.
+  A request "breaks tau" when it starts less than tau after the previous one.
+* *Spearman*: rank correlation, over every PLD of the model, of true PLD in-degree with
+  pages fetched from the PLD; *top coverage*: share of the ``--top`` highest in-degree PLDs
+  with at least ``--min-pages`` pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scrapy_irl.simweb.config import WebConfig
+from scrapy_irl.simweb.log import LogRecord, read_log
+from scrapy_irl.simweb.model import Web, web_for
+from scrapy_irl.simweb.robots_truth import RobotsTruth
+
+ROBOTS_PATH = "/robots.txt"
+DEFAULT_TAU_H = 2.0
+DEFAULT_TAU_S = 0.5
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rho with average ranks for ties; None when either side is constant."""
+    if len(x) != len(y) or len(x) < 2:
+        return None
+    rx, ry = _ranks(np.asarray(x, float)), _ranks(np.asarray(y, float))
+    if rx.std() == 0 or ry.std() == 0:
+        return None
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(a: np.ndarray) -> np.ndarray:
+    order = np.argsort(a, kind="stable")
+    ranks = np.empty(len(a))
+    sorted_a = a[order]
+    i = 0
+    while i < len(a):  # bounded by len(a): j always advances
+        j = i
+        while j + 1 < len(a) and sorted_a[j + 1] == sorted_a[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1
+        i = j + 1
+    return ranks
+
+
+def _gaps(times_by_key: dict[str, list[float]], tau: float) -> tuple[float | None, int]:
+    """Smallest gap between consecutive starts of any key, and how many gaps are < tau."""
+    smallest: float | None = None
+    broken = 0
+    for times in times_by_key.values():
+        if len(times) < 2:
+            continue
+        d = np.diff(np.sort(np.asarray(times)))
+        m = float(d.min())
+        smallest = m if smallest is None else min(smallest, m)
+        broken += int((d < tau).sum())
+    return smallest, broken
+
+
+def _canonical(target: str) -> str:
+    path, _, query = target.partition("?")
+    kept = [p for p in query.split("&") if p and not p.startswith("sid=")]
+    return path + ("?" + "&".join(kept) if kept else "")
+
+
+def judge(
+    records: Sequence[LogRecord],
+    web: Web,
+    *,
+    tau_h: float = DEFAULT_TAU_H,
+    tau_s: float = DEFAULT_TAU_S,
+    top: int = 50,
+    min_pages: int = 10,
+    user_agent: str = "*",
+) -> dict[str, Any]:
+    """Every judge number for ``records`` (sorted by start or not) on ``web``."""
+    records = sorted(records, key=lambda r: r.start)
+    truth = RobotsTruth(web)
+    kinds: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    robots_per_host: Counter[str] = Counter()
+    first_robots: dict[str, float] = {}
+    host_times: dict[str, list[float]] = defaultdict(list)
+    ip_times: dict[str, list[float]] = defaultdict(list)
+    seen: set[tuple[str, str]] = set()
+    content: set[tuple[str, str]] = set()
+    pages_per_pld: Counter[int] = Counter()
+    violations = before_robots = on_robots_5xx = crawl_delay_broken = misdirected = 0
+    last_on_host: dict[str, float] = {}
+    for r in records:
+        statuses[f"{r.status // 100}xx"] += 1
+        ip_times[r.ip].append(r.start)
+        if r.status == 421:  # not served as that host: load on the IP only
+            misdirected += 1
+            continue
+        kind = web.classify(r.host, r.target)
+        kinds[kind] += 1
+        path = r.target.partition("?")[0]
+        if path == ROBOTS_PATH:
+            robots_per_host[r.host] += 1
+            first_robots.setdefault(r.host, r.start)
+            continue
+        host_times[r.host].append(r.start)
+        key = (r.host, r.target)
+        if key not in seen:
+            seen.add(key)
+            pld = web.pld_of(r.host)
+            if pld is not None:
+                pages_per_pld[pld.index] += 1
+        content.add((r.host, _canonical(r.target)))
+        if r.host not in first_robots:
+            before_robots += 1
+        served = truth.get(r.host)
+        if served is not None:
+            if served.unavailable:
+                on_robots_5xx += 1
+            elif not served.allowed(web.url(r.host, r.target), user_agent):
+                violations += 1
+            delay = served.crawl_delay(user_agent)
+            prev = last_on_host.get(r.host)
+            if delay and prev is not None and r.start - prev < delay:
+                crawl_delay_broken += 1
+        last_on_host[r.host] = r.start
+    n = len(records)
+    non_robots = n - misdirected - sum(robots_per_host.values())
+    min_gap_host, broke_h = _gaps(host_times, tau_h)
+    min_gap_ip, broke_s = _gaps(ip_times, tau_s)
+    degree = web.in_degree
+    per_pld = [pages_per_pld.get(p.index, 0) for p in web.plds]
+    ranked = sorted(range(len(web.plds)), key=lambda i: (-degree[i], web.plds[i].name))[
+        :top
+    ]
+    covered = sum(1 for i in ranked if per_pld[i] >= min_pages)
+    span = records[-1].start - records[0].start if n > 1 else 0.0
+    pages_by_kind: Counter[str] = Counter()
+    for i, count in pages_per_pld.items():
+        pages_by_kind[web.plds[i].kind] += count
+    return {
+        "requests": n,
+        "duration_s": round(span, 3),
+        "requests_per_s": round(n / span, 1) if span > 0 else None,
+        "status": dict(sorted(statuses.items())),
+        "pages": len(seen),
+        "unique_content": len(content),
+        "duplicate_fetches": non_robots - len(seen),
+        "spam_requests": kinds["spam"],
+        "spam_share": _share(kinds["spam"], n),
+        "trap_requests": kinds["trap"],
+        "trap_share": _share(kinds["trap"], n),
+        "misdirected_421": misdirected,
+        "pages_by_pld_kind": dict(sorted(pages_by_kind.items())),
+        "robots_fetches": sum(robots_per_host.values()),
+        "robots_hosts": len(robots_per_host),
+        "robots_fetches_max_per_host": max(robots_per_host.values(), default=0),
+        "robots_hosts_refetched": sum(1 for c in robots_per_host.values() if c > 1),
+        "robots_violations": violations,
+        "requests_before_robots": before_robots,
+        "requests_on_robots_5xx_hosts": on_robots_5xx,
+        "crawl_delay_violations": crawl_delay_broken,
+        "tau_h": tau_h,
+        "tau_s": tau_s,
+        "min_gap_per_host_s": _round(min_gap_host),
+        "broke_tau_h": broke_h,
+        "min_gap_per_ip_s": _round(min_gap_ip),
+        "broke_tau_s": broke_s,
+        "hosts_fetched": len(host_times),
+        "ips_fetched": len(ip_times),
+        "plds_fetched": sum(1 for c in per_pld if c),
+        "spearman_indegree_pages": _round(spearman(degree, per_pld)),
+        "top": top,
+        "min_pages": min_pages,
+        "top_coverage": _share(covered, len(ranked)),
+    }
+
+
+def _share(a: int, b: int) -> float:
+    return round(a / b, 4) if b else 0.0
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else round(x, 6)
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The judgement as an aligned two-column text table."""
+    rows = [
+        ("requests", result["requests"]),
+        ("duration (s), requests/s", f"{result['duration_s']}, {result['requests_per_s']}"),
+        ("status classes", " ".join(f"{k}={v}" for k, v in result["status"].items())),
+        ("pages (distinct URLs)", result["pages"]),
+        ("unique content (sid stripped)", result["unique_content"]),
+        ("duplicate fetches", result["duplicate_fetches"]),
+        ("spam requests (share)", f"{result['spam_requests']} ({result['spam_share']:.2%})"),
+        ("trap requests (share)", f"{result['trap_requests']} ({result['trap_share']:.2%})"),
+        ("misdirected (421)", result["misdirected_421"]),
+        ("pages by PLD kind", " ".join(f"{k}={v}" for k, v in result["pages_by_pld_kind"].items())),
+        ("robots.txt fetches / hosts", f"{result['robots_fetches']} / {result['robots_hosts']}"),
+        ("robots fetches max per host", result["robots_fetches_max_per_host"]),
+        ("hosts with robots refetched", result["robots_hosts_refetched"]),
+        ("robots violations", result["robots_violations"]),
+        ("requests before host's robots", result["requests_before_robots"]),
+        ("requests on robots-5xx hosts", result["requests_on_robots_5xx_hosts"]),
+        ("Crawl-delay violations", result["crawl_delay_violations"]),
+        ("min gap per host (s)", result["min_gap_per_host_s"]),
+        (f"requests breaking tau_h={result['tau_h']}s", result["broke_tau_h"]),
+        ("min gap per IP (s)", result["min_gap_per_ip_s"]),
+        (f"requests breaking tau_s={result['tau_s']}s", result["broke_tau_s"]),
+        ("hosts / IPs / PLDs fetched", f"{result['hosts_fetched']} / {result['ips_fetched']} / {result['plds_fetched']}"),
+        ("Spearman(PLD in-degree, pages)", result["spearman_indegree_pages"]),
+        (f"top-{result['top']} in-degree PLDs with >= {result['min_pages']} pages", f"{result['top_coverage']:.2%}"),
+    ]  # fmt: skip
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def load_config(path: str | Path) -> WebConfig:
+    """A config from a ``--config-out`` file or a ground-truth file (its ``config`` key)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return WebConfig.from_json(json.dumps(data.get("config", data)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m scrapy_irl.simweb.report", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("log", help="request log written by the simweb server")
+    p.add_argument(
+        "--tau-h",
+        type=float,
+        default=DEFAULT_TAU_H,
+        help=f"per-host delay to check (default {DEFAULT_TAU_H})",
+    )
+    p.add_argument(
+        "--tau-s",
+        type=float,
+        default=DEFAULT_TAU_S,
+        help=f"per-IP delay to check (default {DEFAULT_TAU_S})",
+    )
+    p.add_argument(
+        "--config", help="web config or ground-truth JSON (default: the log's header)"
+    )
+    p.add_argument(
+        "--size", help="named size, with --seed/--plds, instead of the log header"
+    )
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--plds", type=int, default=None)
+    p.add_argument(
+        "--top",
+        type=int,
+        default=50,
+        help="how many best-linked PLDs the coverage looks at",
+    )
+    p.add_argument(
+        "--min-pages",
+        type=int,
+        default=10,
+        help="pages a top PLD needs to count as covered",
+    )
+    p.add_argument(
+        "--user-agent", default="*", help="user agent robots.txt rules are checked for"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = p.parse_args(argv)
+    header, records = read_log(args.log)
+    if args.config:
+        config = load_config(args.config)
+    elif args.size:
+        config = WebConfig.sized(args.size, seed=args.seed, plds=args.plds)
+    elif header is not None:
+        config = header
+    else:
+        p.error("the log has no simweb header: pass --config or --size/--seed")
+    if (
+        header is not None
+        and (args.seed is not None or args.plds is not None)
+        and not args.size
+    ):
+        config = config.replace(
+            **{
+                k: v
+                for k, v in (("seed", args.seed), ("plds", args.plds))
+                if v is not None
+            }
+        )
+    result = judge(records, web_for(config), tau_h=args.tau_h, tau_s=args.tau_s, top=args.top,
+                   min_pages=args.min_pages, user_agent=args.user_agent)  # fmt: skip
+    print(json.dumps(result, indent=1) if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

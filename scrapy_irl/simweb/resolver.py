@@ -1,0 +1,93 @@
+"""A Scrapy ``TWISTED_DNS_RESOLVER`` answering simweb hostnames from the model, never from DNS.
+
+Settings (process settings: Scrapy reads ``TWISTED_DNS_RESOLVER`` only there)::
+
+    TWISTED_DNS_RESOLVER = "scrapy_irl.simweb.resolver.SimwebResolver"
+    IRL_SIMWEB_CONFIG = "/path/simweb.json"   # written by ``python -m scrapy_irl.simweb``
+    # or, without a file: IRL_SIMWEB_SIZE / IRL_SIMWEB_SEED / IRL_SIMWEB_PLDS
+
+Names outside the web fail with :class:`~twisted.internet.error.DNSLookupError`, as for
+NXDOMAIN, so a crawl cannot leave loopback through DNS.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy.resolver import CachingThreadedResolver, dnscache
+from twisted.internet import defer
+from twisted.internet.error import DNSLookupError
+
+from scrapy_irl import config
+from scrapy_irl.simweb.config import WebConfig
+from scrapy_irl.simweb.model import Web, web_for
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+
+def config_from_settings(settings: BaseSettings) -> WebConfig:
+    """The web a crawl targets: ``IRL_SIMWEB_CONFIG`` file if set, else size/seed/plds settings."""
+    path = config.get(settings, "IRL_SIMWEB_CONFIG")
+    if path:
+        return WebConfig.from_json(Path(path).read_text(encoding="utf-8"))
+    return WebConfig.sized(
+        config.get(settings, "IRL_SIMWEB_SIZE"),
+        seed=config.getint(settings, "IRL_SIMWEB_SEED"),
+        plds=config.getint(settings, "IRL_SIMWEB_PLDS") or None,
+        port=config.getint(settings, "IRL_SIMWEB_PORT") or None,
+    )
+
+
+class SimwebResolver(CachingThreadedResolver):
+    """Resolves simweb names to their 127.x address synchronously; everything else NXDOMAIN."""
+
+    def __init__(
+        self, reactor: Any, web: Web, cache_size: int = 10000, timeout: float = 60.0
+    ) -> None:
+        super().__init__(reactor, cache_size, timeout)
+        self.web = web
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, reactor: Any) -> SimwebResolver:
+        settings = crawler.settings
+        cache_size = (
+            settings.getint("DNSCACHE_SIZE")
+            if settings.getbool("DNSCACHE_ENABLED")
+            else 0
+        )
+        web = web_for(config_from_settings(settings))
+        return cls(reactor, web, cache_size, settings.getfloat("DNS_TIMEOUT"))
+
+    def resolve(self, name: str) -> str | None:
+        """The address of ``name``: loopback IP literals as themselves, simweb names from the model."""
+        try:
+            literal = ipaddress.ip_address(name)
+        except ValueError:
+            return self.web.resolve(name)
+        return str(literal) if literal.is_loopback else None
+
+    def getHostByName(
+        self, name: str, timeout: Sequence[int] = ()
+    ) -> defer.Deferred[str]:
+        ip = self.resolve(name)
+        if ip is None:
+            return defer.fail(DNSLookupError(f"simweb: no such host {name!r}"))
+        dnscache[name] = ip
+        return defer.succeed(ip)
+
+
+def write_config(config: WebConfig, path: str | Path) -> None:
+    """Write the JSON file ``IRL_SIMWEB_CONFIG`` points at."""
+    Path(path).write_text(
+        json.dumps(json.loads(config.to_json()), indent=1) + "\n", encoding="utf-8"
+    )

@@ -1,0 +1,160 @@
+"""The judge's numbers on hand-made logs whose right answers are worked out by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scrapy_irl.simweb.config import WebConfig
+from scrapy_irl.simweb.log import HEADER, LogRecord, read_log_text
+from scrapy_irl.simweb.model import Web, web_for
+from scrapy_irl.simweb.report import judge, main, spearman
+
+CONFIG = WebConfig.sized("tiny")
+
+
+@pytest.fixture(scope="module")
+def web() -> Web:
+    return web_for(CONFIG)
+
+
+def _legit(web: Web, **want: object):
+    return next(
+        h
+        for h in web.hosts.values()
+        if h.kind == "legit" and all(getattr(h, k) == v for k, v in want.items())
+    )
+
+
+def test_spearman_known_values() -> None:
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ties: ranks x = 1, 2.5, 2.5, 4 against 1..4: 4.5 / sqrt(4.5 * 5)
+    assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / (4.5 * 5) ** 0.5)
+    assert spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_hand_made_log(web: Web) -> None:
+    dis = _legit(web, robots="disallow")  # Disallow: /private/ and /p/1 (prefix)
+    cd = _legit(web, robots="crawl_delay")
+    cal = _legit(web, calendar=True)
+    spam = f"abc.{web.spam_plds[0].name}"
+    d_ip, cd_ip, cal_ip, spam_ip = (
+        web.resolve(h) for h in (dis.name, cd.name, cal.name, spam)
+    )
+    delay = web.hash("cd", cd.name) % 6 + 5  # the Crawl-delay that host serves
+    t = 1000.0
+    rows = [
+        # start, ip, host, target, status
+        (t + 0.0, d_ip, dis.name, "/robots.txt", 200),
+        (t + 1.0, d_ip, dis.name, "/", 200),
+        (t + 1.5, d_ip, dis.name, "/private/3.html", 200),  # violation
+        (t + 4.0, d_ip, dis.name, "/p/12.html", 200),  # violation (prefix /p/1)
+        (t + 4.5, d_ip, dis.name, "/", 200),  # duplicate fetch
+        (t + 10.0, cd_ip, cd.name, "/", 200),  # before its robots.txt
+        (t + 10.2, cd_ip, cd.name, "/robots.txt", 200),
+        (t + 11.0, cd_ip, cd.name, "/p/2.html", 200),  # 0.8 s < Crawl-delay
+        (t + 20.0, cal_ip, cal.name, "/calendar/2025/01/", 200),  # trap
+        (t + 30.0, spam_ip, spam, "/x.html", 200),  # spam
+        (t + 30.1, spam_ip, spam, "/y.html", 200),  # spam
+        (t + 40.0, d_ip, cd.name, "/", 421),  # wrong IP, if the IPs differ
+    ]
+    records = [LogRecord(s, ip, h, p, st, 100) for s, ip, h, p, st in rows]
+    r = judge(
+        records[::-1], web, tau_h=1.0, tau_s=0.3
+    )  # order of lines must not matter
+    assert r["requests"] == 12
+    assert r["misdirected_421"] == 1
+    assert (
+        r["robots_fetches"] == 2
+        and r["robots_hosts"] == 2
+        and r["robots_fetches_max_per_host"] == 1
+    )
+    assert (
+        r["pages"] == 8 and r["duplicate_fetches"] == 1
+    )  # 9 non-robots, non-421 requests
+    assert r["spam_requests"] == 2 and r["spam_share"] == pytest.approx(
+        round(2 / 12, 4)
+    )
+    assert r["trap_requests"] == 1
+    assert r["robots_violations"] == 2
+    assert r["requests_before_robots"] == 1 + 1 + 2  # cd's "/", calendar host, 2 spam
+    assert r["crawl_delay_violations"] == (1 if 0.8 < delay else 0)
+    # per host (non-robots starts): dis 1.0,1.5,4.0,4.5 -> gaps .5 2.5 .5; cd 10,11 -> 1.0; spam 0.1
+    assert r["min_gap_per_host_s"] == pytest.approx(0.1)
+    assert r["broke_tau_h"] == 3  # .5, .5, .1 (1.0 is not < 1.0)
+    assert len({d_ip, cd_ip, cal_ip, spam_ip}) == 4  # true for the tiny web of seed 1
+    # per IP, all requests: d_ip 0,1,1.5,4,4.5,40 -> 1,.5,2.5,.5,35.5 ; cd_ip 10,10.2,11 -> .2,.8 ; spam .1
+    assert r["min_gap_per_ip_s"] == pytest.approx(0.1)
+    assert r["broke_tau_s"] == 2  # 0.2 and 0.1
+    assert r["hosts_fetched"] == 4
+
+
+def test_coverage_and_correlation(web: Web) -> None:
+    order = sorted(
+        range(len(web.plds)), key=lambda i: (-web.in_degree[i], web.plds[i].name)
+    )
+    top, second = order[0], order[1]
+    records = []
+    t = 0.0
+    for rank, (pld, count) in enumerate(((top, 12), (second, 5))):
+        host = (
+            web.hosts_of[pld][0]
+            if web.plds[pld].kind == "legit" or web.hosts_of[pld]
+            else None
+        )
+        host = host or f"u{rank}.{web.plds[pld].name}"
+        for k in range(count):
+            t += 1
+            records.append(
+                LogRecord(t, web.resolve(host), host, f"/p/{k}.html", 200, 10)
+            )
+    r = judge(records, web, top=2, min_pages=10)
+    assert r["top_coverage"] == 0.5  # the top PLD has 12 pages, the second only 5
+    assert r["plds_fetched"] == 2
+    degree = web.in_degree
+    per = [0] * len(web.plds)
+    per[top], per[second] = 12, 5
+    assert r["spearman_indegree_pages"] == pytest.approx(
+        spearman(degree, per), abs=1e-6
+    )
+    assert r["spearman_indegree_pages"] > 0
+
+
+def test_session_variants_are_traps_and_same_content(web: Web) -> None:
+    sess = _legit(web, session=True)
+    ip = web.resolve(sess.name)
+    records = [
+        LogRecord(float(i), ip, sess.name, f"/p/1.html?sid={i:012x}", 200, 10)
+        for i in range(5)
+    ]
+    r = judge(records, web)
+    assert r["trap_requests"] == 5 and r["pages"] == 5 and r["unique_content"] == 1
+
+
+def test_cli_reads_header_and_prints_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], web: Web
+) -> None:
+    host = _legit(web, robots="allow")
+    ip = web.resolve(host.name)
+    lines = [HEADER + CONFIG.to_json() + "\n"]
+    lines += [
+        LogRecord(5.0 + i, ip, host.name, f"/p/{i}.html", 200, 10).line()
+        for i in range(3)
+    ]
+    lines.append("garbage line\n")
+    log = tmp_path / "x.log"
+    log.write_text("".join(lines))
+    config, records = read_log_text(log.read_text())
+    assert config == CONFIG and len(records) == 3
+    assert main([str(log), "--json", "--tau-h", "1.5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (
+        out["requests"] == 3
+        and out["broke_tau_h"] == 2
+        and out["min_gap_per_host_s"] == 1.0
+    )
+    assert main([str(log)]) == 0
+    assert "robots violations" in capsys.readouterr().out
