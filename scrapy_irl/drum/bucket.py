@@ -9,6 +9,7 @@ the end of each file, which :meth:`Bucket.recover` cuts off.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from scrapy_irl.drum.records import (
     decode_aux,
     encode_aux,
     encode_frame,
+    iter_frames,
     scan_frames,
 )
 from scrapy_irl.exceptions import DrumCorruptionError
@@ -56,6 +58,7 @@ class Bucket:
         self.kv_path, self.aux_path = bucket_paths(directory, index, epoch)
         self._kv_buffer = bytearray()
         self._aux_buffer: list[bytes] = []
+        self._aux_buffered_bytes = 0
         self.buffered_records = 0
         self.file_bytes = 0  # bytes of Q_i^H on disk (the thesis' bucket size)
         self.file_records = 0
@@ -70,18 +73,23 @@ class Bucket:
         self._kv_buffer += record
         if self.store_aux:
             self._aux_buffer.append(aux)
+            self._aux_buffered_bytes += 4 + len(aux)
         self.buffered_records += 1
 
     def append_many(self, records: bytes, count: int, aux: list[bytes] | None) -> None:
         """Buffer ``count`` packed records at once (the vectorised batch path)."""
         self._kv_buffer += records
         if self.store_aux:
-            self._aux_buffer.extend(aux if aux is not None else [b""] * count)
+            if aux is None:
+                aux = [b""] * count
+            self._aux_buffer.extend(aux)
+            self._aux_buffered_bytes += 4 * count + sum(map(len, aux))
         self.buffered_records += count
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._kv_buffer)
+        """RAM held by this bucket's buffers: records plus aux strings (what M bounds)."""
+        return len(self._kv_buffer) + self._aux_buffered_bytes
 
     def write_out(self) -> int:
         """Append the RAM buffer to the bucket files as one frame each; returns bytes written."""
@@ -98,6 +106,7 @@ class Bucket:
         self.file_records += count
         self._kv_buffer.clear()
         self._aux_buffer.clear()
+        self._aux_buffered_bytes = 0
         self.buffered_records = 0
         return written
 
@@ -171,24 +180,34 @@ class Bucket:
         payload = b"".join(f.payload for f in scan.frames)
         return np.frombuffer(payload, dtype=self.record_dtype)
 
-    def read_aux(self) -> tuple[np.ndarray, bytes]:
-        """All aux strings on disk as (offsets of length n+1, blob), in FIFO order."""
-        data = _read(self.aux_path)
-        self.bytes_read += len(data)
-        scan = scan_frames(data, MAGIC_AUX, str(self.aux_path))
-        if scan.torn_bytes:
-            raise DrumCorruptionError(
-                f"{self.aux_path}: {scan.torn_bytes} trailing bytes after the last frame"
-            )
-        offsets = [np.zeros(1, dtype=np.int64)]
-        blobs: list[bytes] = []
-        base = 0
-        for frame in scan.frames:
-            frame_offsets, blob = decode_aux(frame.payload, frame.count, str(self.aux_path))
-            offsets.append(frame_offsets[1:] + base)
-            blobs.append(blob)
-            base += len(blob)
-        return np.concatenate(offsets), b"".join(blobs)
+    def iter_aux(self, max_bytes: int) -> Iterator[tuple[int, np.ndarray, bytes]]:
+        """Aux strings in FIFO order as (count, offsets of length count+1, blob) slices.
+
+        Read frame by frame and grouped up to about ``max_bytes`` per slice, so delivering a
+        bucket whose aux file is much larger than RAM budgets allow stays bounded (the
+        thesis reads Q_i^T "in blocks of size Delta").
+        """
+        try:
+            handle = open(self.aux_path, "rb")
+        except FileNotFoundError:
+            return
+        with handle:
+            counts: list[int] = []
+            offsets: list[np.ndarray] = []
+            blobs: list[bytes] = []
+            size = 0
+            for frame in iter_frames(handle, MAGIC_AUX, str(self.aux_path)):
+                self.bytes_read += len(frame.payload)
+                frame_offsets, blob = decode_aux(frame.payload, frame.count, str(self.aux_path))
+                counts.append(frame.count)
+                offsets.append(frame_offsets[1:] + size)
+                blobs.append(blob)
+                size += len(blob)
+                if size >= max_bytes:
+                    yield _aux_slice(counts, offsets, blobs)
+                    counts, offsets, blobs, size = [], [], [], 0
+            if counts:
+                yield _aux_slice(counts, offsets, blobs)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -207,3 +226,9 @@ class Bucket:
         self.close()
         for path in (self.kv_path, self.aux_path):
             path.unlink(missing_ok=True)
+
+
+def _aux_slice(
+    counts: list[int], offsets: list[np.ndarray], blobs: list[bytes]
+) -> tuple[int, np.ndarray, bytes]:
+    return sum(counts), np.concatenate([np.zeros(1, dtype=np.int64), *offsets]), b"".join(blobs)

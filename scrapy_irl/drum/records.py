@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 
@@ -126,3 +128,30 @@ def decode_aux(payload: bytes, count: int, name: str) -> tuple[np.ndarray, bytes
     if offsets[-1] != len(blob):
         raise DrumCorruptionError(f"{name}: aux lengths do not add up to the frame size")
     return offsets, blob
+
+
+def iter_frames(handle: BinaryIO, magic: bytes, name: str) -> Iterator[Frame]:
+    """Stream the frames of an open file one at a time (RAM: one frame).
+
+    Used where the file is known to be complete (it was fully written before a merge
+    committed), so a short frame here is corruption, not a torn tail.
+    """
+    from scrapy_irl.exceptions import DrumCorruptionError
+
+    pos = 0
+    while True:
+        header = handle.read(FRAME_HEADER.size)
+        if not header:
+            return
+        if len(header) < FRAME_HEADER.size:
+            raise DrumCorruptionError(f"{name}: truncated frame header at offset {pos}")
+        got_magic, count, length, crc = FRAME_HEADER.unpack(header)
+        if got_magic != magic:
+            raise DrumCorruptionError(f"{name}: bad frame magic {got_magic!r} at offset {pos}")
+        payload = handle.read(length)
+        if len(payload) != length:
+            raise DrumCorruptionError(f"{name}: truncated frame at offset {pos}")
+        if zlib.crc32(payload) != crc:
+            raise DrumCorruptionError(f"{name}: checksum mismatch in the frame at offset {pos}")
+        pos += FRAME_HEADER.size + length
+        yield Frame(count, payload, pos)

@@ -80,10 +80,15 @@ _KEY_LIMIT = 1 << 64
 
 @dataclass
 class DrumBatch:
-    """The results of one bucket of one merge, in the order the tuples arrived."""
+    """Results of consecutive tuples of one bucket of one merge, in arrival order.
+
+    ``(epoch, bucket, start)`` identifies a batch: after a crash, an owed epoch is
+    delivered again in the same batches, so a consumer can skip those it applied.
+    """
 
     epoch: int
     bucket: int
+    start: int  # index of the first tuple of this batch within its bucket
     keys: np.ndarray  # uint64
     ops: np.ndarray  # CHECK / UPDATE / CHECK_UPDATE per tuple
     unique: np.ndarray  # bool: key absent before this tuple
@@ -662,20 +667,36 @@ class Drum:
                 raise DrumCorruptionError(
                     f"{bucket.kv_path}: {len(records)} tuples but {len(results)} results"
                 )
-            offsets, blob = bucket.read_aux() if self.store_aux else (None, b"")
+            slices: Iterator[tuple[int, np.ndarray | None, bytes]]
+            if self.store_aux:
+                slices = bucket.iter_aux(self.merge_chunk_bytes)
+            else:
+                slices = iter([(len(records), None, b"")])
+            start = 0
+            for count, offsets, blob in slices:
+                end = start + count
+                if end > len(records):
+                    raise DrumCorruptionError(f"{bucket.aux_path}: more aux strings than tuples")
+                self.on_results(
+                    DrumBatch(
+                        epoch=epoch,
+                        bucket=i,
+                        start=start,
+                        keys=records["key"][start:end],
+                        ops=records["op"][start:end],
+                        unique=results["unique"][start:end].astype(bool),
+                        values=results["value"][start:end] if self.has_values else None,
+                        aux_offsets=offsets,
+                        aux_blob=blob,
+                    )
+                )
+                delivered += 1
+                start = end
+            if start != len(records):
+                raise DrumCorruptionError(
+                    f"{bucket.aux_path}: {start} aux strings for {len(records)} tuples"
+                )
             self.stats.merge_bytes_read += bucket.bytes_read
-            batch = DrumBatch(
-                epoch=epoch,
-                bucket=i,
-                keys=records["key"],
-                ops=records["op"],
-                unique=results["unique"].astype(bool),
-                values=results["value"] if self.has_values else None,
-                aux_offsets=offsets,
-                aux_blob=blob,
-            )
-            self.on_results(batch)
-            delivered += 1
         return delivered
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The tuple sequence of a round is a pure function of the round number, so the parent can
 regenerate it. The child acts as a consumer that logs every delivered batch as one line
-(``epoch bucket aux:unique:value ...``) and, after each explicit write-out, records how
+(``epoch bucket start aux:unique:value ...``) and, after each explicit write-out, records how
 many tuples it has submitted (a lower bound of what is durable) in ``marker-<round>``.
 """
 
@@ -47,7 +47,7 @@ class Consumer:
             f"{batch.aux(i).decode()}:{int(batch.unique[i])}:{int(batch.values[i])}"
             for i in range(len(batch))
         )
-        os.write(self.fd, f"{batch.epoch} {batch.bucket} {items}\n".encode())
+        os.write(self.fd, f"{batch.epoch} {batch.bucket} {batch.start} {items}\n".encode())
 
 
 def open_store(directory: Path, consumer: Consumer) -> Drum:

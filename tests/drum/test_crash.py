@@ -3,7 +3,7 @@
 After every kill the next round reopens the same store (recovery runs) and goes on with
 new tuples. At the end the parent reopens it once more, merges, and checks that:
 
-* no tuple's result was delivered twice (a consumer that dedupes by (epoch, bucket) sees
+* no tuple's result was delivered twice (a consumer that dedupes by (epoch, bucket, start) sees
   each tuple once) and every tuple written out before its round's marker was merged;
 * within a round, the merged tuples of each bucket are a prefix of that bucket's tuples
   (only an unwritten tail may be lost);
@@ -33,18 +33,18 @@ ROUNDS = 12
 
 def _read_results(path: Path) -> dict[bytes, tuple[bool, int]]:
     delivered: dict[bytes, tuple[bool, int]] = {}
-    seen_batches: set[tuple[int, int]] = set()
+    seen_batches: set[tuple[int, int, int]] = set()
     if not path.exists():
         return delivered
     for line in path.read_bytes().split(b"\n"):
         parts = line.split(b" ")
-        if len(parts) < 3:
+        if len(parts) < 4:
             continue  # empty or torn last line
-        batch = (int(parts[0]), int(parts[1]))
+        batch = (int(parts[0]), int(parts[1]), int(parts[2]))
         if batch in seen_batches:
             continue  # redelivery of a batch applied before the crash
         seen_batches.add(batch)
-        for item in parts[2:]:
+        for item in parts[3:]:
             aux_text, unique, value = item.rsplit(b":", 2)
             assert aux_text not in delivered, f"{aux_text!r} delivered in two batches"
             delivered[aux_text] = (unique == b"1", int(value))

@@ -44,12 +44,12 @@ def abandon(drum: Drum) -> None:
 
 
 def dedupe(batches: list[DrumBatch]) -> dict[bytes, tuple[bool, int]]:
-    seen: set[tuple[int, int]] = set()
+    seen: set[tuple[int, int, int]] = set()
     out: dict[bytes, tuple[bool, int]] = {}
     for batch in batches:
-        if (batch.epoch, batch.bucket) in seen:
+        if (batch.epoch, batch.bucket, batch.start) in seen:
             continue
-        seen.add((batch.epoch, batch.bucket))
+        seen.add((batch.epoch, batch.bucket, batch.start))
         for i in range(len(batch)):
             aux = batch.aux(i)
             assert aux not in out, f"{aux!r} delivered in two batches"

@@ -255,3 +255,27 @@ def test_timed_write_outs_still_merge_at_r(tmp_path):
             now[0] += 0.1  # a write-out every 10 tuples, 90 bytes each
         assert drum.stats.merges >= 5
         assert drum.largest_bucket_bytes < 900 + 90
+
+
+def test_large_aux_is_delivered_in_bounded_slices(tmp_path):
+    """Q_i^T is read in blocks of about Delta bytes, not whole: slices tile the bucket."""
+    got: list[DrumBatch] = []
+    with Drum(tmp_path, buckets=1, buffer_bytes=2000, merge_chunk_bytes=10_000,
+              on_results=got.append) as drum:
+        for k in range(1000):
+            drum.check_update(k, aux=b"%04d" % k + b"x" * 96)
+        drum.merge()
+    assert len(got) >= 10
+    assert all(len(b.aux_blob) <= 10_000 + 2000 for b in got)
+    starts = [b.start for b in got]
+    assert starts == sorted(starts) and starts[0] == 0
+    assert [b.start + len(b) for b in got[:-1]] == starts[1:]
+    assert [b.aux(i)[:4] for b in got for i in range(len(b))] == [b"%04d" % k for k in range(1000)]
+
+
+def test_buffer_bound_counts_aux_bytes(tmp_path):
+    with Drum(tmp_path, buckets=1, buffer_bytes=1000, bucket_bytes=1 << 30) as drum:
+        for k in range(20):
+            drum.check_update(k, aux=b"a" * 200)  # 9 bytes of key record, 204 of aux
+        assert drum._buckets[0].buffered_bytes < 1000 + 213
+        assert drum._buckets[0].file_records >= 15
