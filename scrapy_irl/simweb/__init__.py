@@ -2,7 +2,8 @@
 
 See ``docs/simweb.rst``. Modules: :mod:`.config` (parameters), :mod:`.model` (structure and
 ground truth), :mod:`.pages` (rendering), :mod:`.server`, :mod:`.log`, :mod:`.resolver`
-(Scrapy DNS), :mod:`.report` (the judge), :mod:`.testing` (thread runner, pytest fixture).
+(Scrapy DNS), :mod:`.report` (the judge), :mod:`.runner` (server in a thread), :mod:`.testing` (pytest
+fixture).
 """
 
 from __future__ import annotations

@@ -74,6 +74,7 @@ class SimwebServer:
         self.max_requests_per_connection = max_requests_per_connection
         self._servers: list[asyncio.base_events.Server] = []
         self._writers: set[asyncio.StreamWriter] = set()
+        self._connections: set[asyncio.Task[None]] = set()
         self._flusher: asyncio.Task[None] | None = None
         self._closing = False
         self.requests = 0
@@ -150,9 +151,15 @@ class SimwebServer:
             server.close()
         for writer in list(self._writers):
             writer.close()
+        # Cancel and await every connection handler, so none is left pending (and no
+        # "Task was destroyed" noise) when the event loop stops.
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
         await self._close_servers()
         if self._flusher:
             self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
         if self.log:
             self.log.close()
 
@@ -167,6 +174,9 @@ class SimwebServer:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         self._writers.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
         local_ip = writer.get_extra_info("sockname")[0]
         try:
             for _ in range(self.max_requests_per_connection):
@@ -187,6 +197,8 @@ class SimwebServer:
             pass
         finally:
             self._writers.discard(writer)
+            if task is not None:
+                self._connections.discard(task)
             writer.close()
 
     async def _request(

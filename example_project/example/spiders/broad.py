@@ -1,0 +1,131 @@
+"""``broad``: follow every link from a seed list, or crawl the bundled simulated web.
+
+    scrapy crawl broad                      # start simweb on loopback and crawl it
+    scrapy crawl broad -a seeds=seeds.txt   # one URL a line; '#' comments and blanks skipped
+    scrapy crawl broad -a simweb=1 -a requests_log=simweb.log
+
+With simweb, the server runs in a thread of this process and logs every request it serves;
+when the spider closes, simweb's judge scores the crawl from that log (spam and trap share,
+politeness gaps, robots violations, ...) and logs the table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import scrapy
+from scrapy.http import Response, TextResponse
+from scrapy.linkextractors import LinkExtractor
+from w3lib.url import safe_url_string
+
+logger = logging.getLogger(__name__)
+
+
+def read_seeds(path: Path) -> tuple[list[str], list[tuple[int, str]]]:
+    """Valid http(s) URLs of a seed file, and the (line number, text) of rejected lines."""
+    from urllib.parse import urlsplit
+
+    good: list[str] = []
+    bad: list[tuple[int, str]] = []
+    for number, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            parts = urlsplit(line)
+            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            valid = False
+        if valid:
+            good.append(safe_url_string(line))
+        else:
+            bad.append((number, line[:200]))
+    return good, bad
+
+
+class BroadSpider(scrapy.Spider):
+    name = "broad"
+
+    def __init__(
+        self,
+        seeds: str | None = None,
+        simweb: str | None = None,
+        requests_log: str = "simweb-requests.log",
+        simweb_seeds: str = "10",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.seeds_path = Path(seeds) if seeds else None
+        self.use_simweb = bool(simweb) or self.seeds_path is None
+        self.requests_log = Path(requests_log)
+        self.simweb_seeds = int(simweb_seeds)
+        self.links = LinkExtractor()
+        self._simweb: contextlib.ExitStack | None = None
+        self._running: Any = None
+
+    async def start(self) -> AsyncIterator[Any]:
+        if self.use_simweb:
+            for url in self._start_simweb():
+                yield self._request(url)
+        if self.seeds_path is not None:
+            good, bad = read_seeds(self.seeds_path)
+            for number, text in bad:
+                logger.warning("Seed file %(path)s line %(n)d is not an http(s) URL: %(text)r",
+                               {"path": self.seeds_path, "n": number, "text": text})
+            self.crawler.stats.set_value("broad/seeds", len(good))
+            self.crawler.stats.set_value("broad/seeds_rejected", len(bad))
+            for url in good:
+                yield self._request(url)
+
+    def parse(self, response: Response) -> Any:
+        if not isinstance(response, TextResponse):
+            self.crawler.stats.inc_value("broad/non_text_responses")
+            return
+        try:
+            links = self.links.extract_links(response)
+        except Exception as exc:  # malformed input must not stop the crawl
+            self.crawler.stats.inc_value("broad/link_extraction_errors")
+            logger.warning("No links extracted from %(url)s: %(error)r",
+                           {"url": response.url, "error": exc})
+            return
+        for link in links:
+            yield self._request(link.url)
+
+    def _request(self, url: str) -> scrapy.Request:
+        return scrapy.Request(url, errback=self.on_error)
+
+    def on_error(self, failure: Any) -> None:
+        """Dead hosts, DNS failures and timeouts are part of a broad crawl: count them."""
+        self.crawler.stats.inc_value(f"broad/errors/{failure.type.__name__}")
+        logger.debug("Fetch failed: %(request)s: %(error)s",
+                     {"request": failure.request, "error": failure.value})
+
+    def _start_simweb(self) -> list[str]:
+        from scrapy_irl.simweb.resolver import config_from_settings
+        from scrapy_irl.simweb.runner import serve_in_thread
+
+        config = config_from_settings(self.crawler.settings).replace(port=0)
+        self.requests_log.unlink(missing_ok=True)
+        self._simweb = contextlib.ExitStack()
+        self._running = self._simweb.enter_context(serve_in_thread(config, self.requests_log))
+        logger.info("simweb serves %(hosts)d addresses on port %(port)d; request log %(log)s",
+                    {"hosts": len(self._running.server.addresses), "port": self._running.port,
+                     "log": self.requests_log})
+        return self._running.web.seed_urls(self.simweb_seeds)
+
+    def closed(self, reason: str) -> None:
+        if self._simweb is None:
+            return
+        try:
+            from scrapy_irl.simweb.report import format_table, judge
+
+            result = judge(self._running.records(), self._running.web)
+            logger.info("simweb judge for this crawl:\n%(table)s\n(again: python -m "
+                        "scrapy_irl.simweb.report %(log)s)",
+                        {"table": format_table(result), "log": self.requests_log})
+        finally:
+            self._simweb.close()
