@@ -407,18 +407,20 @@ class Drum:
         self._appends_since_clock = 0
         if self._clock() - self._last_write_out >= self.flush_interval:
             self.write_out()
-            # Timed write-outs also grow bucket files (buffers may never fill up when
-            # tuples trickle in), so the r threshold is checked here too.
-            if self.auto_merge and self.largest_bucket_bytes >= self.bucket_bytes:
-                self.merge()
 
     def write_out(self) -> int:
-        """Write every RAM buffer to its bucket file (bounds what a kill can lose)."""
+        """Write every RAM buffer to its bucket file (bounds what a kill can lose).
+
+        Timed write-outs grow bucket files too (buffers may never fill up when tuples
+        trickle in), so a bucket that reaches r here triggers the merge as well.
+        """
         written = 0
         for bucket in self._buckets:
             written += bucket.write_out()
         self.stats.bytes_appended += written
         self._last_write_out = self._clock()
+        if self.auto_merge and not self._merging and self.largest_bucket_bytes >= self.bucket_bytes:
+            self.merge()
         return written
 
     @property

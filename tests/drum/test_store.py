@@ -279,3 +279,15 @@ def test_buffer_bound_counts_aux_bytes(tmp_path):
             drum.check_update(k, aux=b"a" * 200)  # 9 bytes of key record, 204 of aux
         assert drum._buckets[0].buffered_bytes < 1000 + 213
         assert drum._buckets[0].file_records >= 15
+
+
+def test_explicit_write_outs_merge_at_r(tmp_path):
+    """An owner's timer calling write_out() (the dupefilter's) must not let buckets outgrow r."""
+    with Drum(tmp_path, buckets=1, buffer_bytes=1 << 20, bucket_bytes=900, store_aux=False,
+              flush_interval=3600) as drum:
+        for k in range(1000):
+            drum.update(k)
+            if k % 10 == 9:
+                drum.write_out()
+        assert drum.stats.merges >= 5
+        assert drum.largest_bucket_bytes < 900 + 90
