@@ -1,7 +1,9 @@
 """The scrapy-irl add-on: ``ADDONS = {"scrapy_irl.Addon": 0}`` switches the components on.
 
-Values are written at the ``"addon"`` priority, so a project's own settings still win;
-components read their ``IRL_*`` settings themselves in ``from_crawler``.
+Plain values are written at the ``"addon"`` priority, so a project's own settings still
+win; components read their ``IRL_*`` settings themselves in ``from_crawler``. Downloader
+middlewares are placed with ``set_in_component_priority_dict``; a project can still
+disable any of them by setting its path to ``None`` in ``DOWNLOADER_MIDDLEWARES``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
+STOCK_ROBOTS = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+#: Our downloader middlewares and their priorities: DNS before robots.txt (a dead name
+#: needs no robots.txt fetch), Crawl-delay right after robots.txt has been cached.
+DOWNLOADER_MIDDLEWARES = {
+    "scrapy_irl.hosts.middleware.HostDnsMiddleware": 90,
+    "scrapy_irl.robots.middleware.RobotsCacheMiddleware": 100,
+    "scrapy_irl.robots.crawl_delay.CrawlDelayMiddleware": 101,
+}
+
 
 class Addon:
     """Turns on every scrapy-irl component built so far."""
@@ -19,3 +30,15 @@ class Addon:
         settings.set(
             "DUPEFILTER_CLASS", "scrapy_irl.dupefilter.DrumDupeFilter", priority="addon"
         )
+        middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+        if STOCK_ROBOTS not in middlewares:  # the project did not place it itself
+            settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(STOCK_ROBOTS), None)
+        for path, priority in DOWNLOADER_MIDDLEWARES.items():
+            if path not in middlewares:
+                settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(path), priority)
+
+
+def _load(path: str) -> type:
+    from scrapy.utils.misc import load_object
+
+    return load_object(path)

@@ -18,3 +18,11 @@ class DrumCorruptionError(DrumError):
     explain, a checksum does not match, or the manifest disagrees with the files. The
     message names the file and what was wrong; nothing is modified when it is raised.
     """
+
+
+class HostStoreError(IrlError):
+    """The LevelDB host store (robots.txt and DNS records) cannot be opened or used.
+
+    Raised when the directory is locked by another process, the database is corrupt, or
+    it was written by a newer format version than this scrapy-irl understands.
+    """

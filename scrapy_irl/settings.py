@@ -28,6 +28,47 @@ IRL_URLSEEN_BUCKET_BYTES = 128 * 1024
 # Delta: bytes of Z read per chunk during a merge.
 IRL_URLSEEN_MERGE_CHUNK_BYTES = 4 * 1024 * 1024
 
+# --- Host store (LevelDB: robots.txt and DNS records, kept across runs) --------------------
+# Directory of the host store; empty means JOBDIR/irl/hosts, or the project's
+# .scrapy/irl/hosts when there is no JOBDIR (shared by later runs and other spiders).
+IRL_HOSTS_DIR = ""
+# fsync every put (survives power loss); without it a kill -9 still loses nothing.
+IRL_HOSTS_FSYNC = False
+# Bytes of LevelDB block cache for the host store.
+IRL_HOSTS_CACHE_BYTES = 8 * 1024 * 1024
+
+# --- robots.txt (RobotsCacheMiddleware, RFC 9309) -----------------------------------------
+# Seconds a fetched robots.txt (or a 4xx "allow all") stays valid before it is refetched.
+IRL_ROBOTS_TTL = 24 * 3600.0
+# Bytes of a robots.txt body that are parsed and stored; the rest is ignored.
+IRL_ROBOTS_MAX_BYTES = 500 * 1024
+# Redirects followed when fetching robots.txt; past them the file counts as unavailable.
+IRL_ROBOTS_MAX_REDIRECTS = 5
+# Seconds before the first retry of an unreachable robots.txt (5xx, timeout, network).
+IRL_ROBOTS_RETRY_DELAY = 60.0
+# Longest back-off between retries (the delay doubles per consecutive failure).
+IRL_ROBOTS_RETRY_MAX_DELAY = 6 * 3600.0
+# A copy fetched at most this many seconds ago stays in force while robots.txt is unreachable.
+IRL_ROBOTS_STALE_TTL = 7 * 24 * 3600.0
+# Parsed robots.txt rule sets kept in RAM (LRU); the rest is re-read from the host store.
+IRL_ROBOTS_MEMORY_ENTRIES = 10_000
+# CrawlDelayMiddleware: raise a host's download-slot delay to its Crawl-delay/Request-rate.
+IRL_CRAWL_DELAY_ENABLED = True
+# Upper bound in seconds on an honoured Crawl-delay (larger values are capped and counted).
+IRL_CRAWL_DELAY_MAX = 60.0
+
+# --- DNS (HostResolver: one lookup per host per TTL, results in the host store) -----------
+# Seconds a successful lookup is reused.
+IRL_DNS_TTL = 3600.0
+# Seconds a failed lookup (NXDOMAIN, timeout) is remembered before the host is tried again.
+IRL_DNS_NEGATIVE_TTL = 300.0
+# Lookups in flight at once.
+IRL_DNS_CONCURRENCY = 32
+# Seconds before a lookup is abandoned as failed.
+IRL_DNS_TIMEOUT = 10.0
+# DNS records kept in RAM (LRU) in front of the host store.
+IRL_DNS_MEMORY_ENTRIES = 10_000
+
 # --- simweb (the simulated web; read by its DNS resolver and the broad spider) ------------
 # JSON file describing the web (written by ``python -m scrapy_irl.simweb --config-out``);
 # when set it wins over the size/seed/plds/port settings below.

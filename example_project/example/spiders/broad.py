@@ -108,7 +108,11 @@ class BroadSpider(scrapy.Spider):
         from scrapy_irl.simweb.resolver import config_from_settings
         from scrapy_irl.simweb.runner import serve_in_thread
 
-        config = config_from_settings(self.crawler.settings).replace(port=0)
+        from scrapy_irl import config as irl_config
+
+        config = config_from_settings(self.crawler.settings)
+        if not irl_config.getint(self.crawler.settings, "IRL_SIMWEB_PORT"):
+            config = config.replace(port=0)  # any free port; a fixed one keeps origins stable
         self.requests_log.unlink(missing_ok=True)
         self._simweb = contextlib.ExitStack()
         self._running = self._simweb.enter_context(serve_in_thread(config, self.requests_log))

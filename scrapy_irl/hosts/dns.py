@@ -1,0 +1,149 @@
+"""``HostResolver``: each host resolved once per TTL, asynchronously, results in the host store.
+
+IRLbot resolves DNS ahead of crawling and keeps the answers with the robots data
+(RobotsCache, thesis chapter IV section 3); the per-IP politeness heap needs a host's IP
+before its first request. Lookups go through the reactor's installed resolver (so
+``TWISTED_DNS_RESOLVER`` applies), at most ``concurrency`` at a time, one per host however
+many callers ask; failures are remembered for ``negative_ttl`` so a dead name is not
+looked up again for every URL.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.abstract import isIPAddress, isIPv6Address
+from twisted.internet.defer import Deferred, DeferredSemaphore
+
+from scrapy_irl.hosts.records import DnsRecord, RecordError
+from scrapy_irl.hosts.store import HostStore
+
+logger = logging.getLogger(__name__)
+
+Lookup = Callable[[str], "Deferred[str]"]
+
+
+class HostResolver:
+    """Resolve host names through ``lookup`` with a persistent, TTL-bounded cache."""
+
+    def __init__(
+        self,
+        store: HostStore,
+        lookup: Lookup,
+        *,
+        ttl: float = 3600.0,
+        negative_ttl: float = 300.0,
+        concurrency: int = 32,
+        timeout: float = 10.0,
+        memory_entries: int = 10_000,
+        clock: Callable[[], float] = time.time,
+        reactor: Any = None,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        if ttl <= 0 or negative_ttl <= 0 or timeout <= 0:
+            raise ValueError("DNS TTLs and timeout must be positive")
+        if concurrency < 1 or memory_entries < 1:
+            raise ValueError("DNS concurrency and memory entries must be positive")
+        self.store = store
+        self.lookup = lookup
+        self.ttl = ttl
+        self.negative_ttl = negative_ttl
+        self.timeout = timeout
+        self.memory_entries = memory_entries
+        self.clock = clock
+        self._reactor = reactor
+        self._semaphore = DeferredSemaphore(concurrency)
+        self._lru: OrderedDict[str, DnsRecord] = OrderedDict()
+        self._waiting: dict[str, list[Deferred[DnsRecord]]] = {}
+        self._event = on_event or (lambda name: None)
+
+    @property
+    def in_flight(self) -> int:
+        """Hosts being resolved (or queued for a lookup slot) right now."""
+        return len(self._waiting)
+
+    def cached(self, host: str) -> DnsRecord | None:
+        """The stored record of ``host`` (fresh or not) without resolving; None if unknown."""
+        host = host.lower()
+        record = self._lru.get(host)
+        if record is not None:
+            self._lru.move_to_end(host)
+            return record
+        try:
+            record = self.store.get_dns(host)
+        except RecordError as exc:
+            self._event("corrupt_record")
+            logger.warning("Discarding undecodable DNS record of %s: %s", host, exc)
+            self.store.delete_dns(host)
+            return None
+        if record is not None:
+            self._remember(host, record)
+        return record
+
+    def resolve(self, host: str) -> Deferred[DnsRecord]:
+        """A Deferred firing with the fresh record of ``host``; DNS failures give a negative record."""
+        host = host.lower()
+        if isIPAddress(host) or isIPv6Address(host):
+            now = self.clock()
+            return defer.succeed(DnsRecord((host,), now, now + self.ttl))
+        record = self.cached(host)
+        if record is not None and record.is_fresh(self.clock()):
+            self._event("cache_hit")
+            return defer.succeed(record)
+        if record is not None:
+            self._event("expired")
+        waiter: Deferred[DnsRecord] = Deferred()
+        waiters = self._waiting.get(host)
+        if waiters is not None:
+            waiters.append(waiter)
+            self._event("waited")
+            return waiter
+        self._waiting[host] = [waiter]
+        self._semaphore.run(self._lookup, host).addBoth(self._finished, host)
+        return waiter
+
+    def _lookup(self, host: str) -> Deferred[DnsRecord]:
+        self._event("lookups")
+        started = self.clock()
+        try:
+            d = self.lookup(host)
+        except Exception as exc:  # noqa: BLE001 - a resolver raising synchronously is a failed lookup too
+            d = defer.fail(exc)
+        if self._reactor is not None:
+            d.addTimeout(self.timeout, self._reactor)
+
+        def ok(ip: str) -> DnsRecord:
+            now = self.clock()
+            logger.debug("Resolved %s to %s in %.3f s", host, ip, now - started)
+            return DnsRecord((str(ip),), now, now + self.ttl)
+
+        def failed(failure: Any) -> DnsRecord:
+            now = self.clock()
+            name = type(failure.value).__name__
+            self._event(f"failures/{name}")
+            logger.debug("DNS lookup of %s failed: %s", host, failure.value)
+            return DnsRecord((), now, now + self.negative_ttl, name or "error")
+
+        return d.addCallbacks(ok, failed)
+
+    def _finished(self, result: Any, host: str) -> None:
+        waiters = self._waiting.pop(host, [])
+        if isinstance(result, DnsRecord):
+            self.store.put_dns(host, result)
+            self._remember(host, result)
+            for waiter in waiters:
+                waiter.callback(result)
+        else:  # only a bug in our own callbacks lands here; never lose the waiters
+            for waiter in waiters:
+                waiter.errback(result)
+
+    def _remember(self, host: str, record: DnsRecord) -> None:
+        self._lru[host] = record
+        self._lru.move_to_end(host)
+        while len(self._lru) > self.memory_entries:
+            self._lru.popitem(last=False)

@@ -1,0 +1,92 @@
+"""``HostDnsMiddleware``: resolve each host once per TTL before its requests are downloaded.
+
+With Scrapy's own scheduler this gives three things the stock resolver does not: failed
+lookups are remembered (``IRL_DNS_NEGATIVE_TTL``), so requests to a dead name fail at
+once with the usual DNS error instead of each waiting for a lookup; answers persist in
+the host store across runs; and the number of lookups in flight is bounded. Requests to
+an unresolvable host fail with Scrapy's DNS error, so spider errbacks see what they
+would see without this middleware.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+
+from scrapy_irl import config
+from scrapy_irl.hosts.dns import HostResolver
+from scrapy_irl.hosts.paths import hosts_dir
+from scrapy_irl.hosts.store import HostStore
+
+try:  # Scrapy >= 2.14 wraps DNS failures in its own exception
+    from scrapy.exceptions import CannotResolveHostError as _DnsError
+except ImportError:  # pragma: no cover - older Scrapy
+    from twisted.internet.error import DNSLookupError as _DnsError  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+STAT_PREFIX = "irl_dns"
+
+
+def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
+    """A HostResolver on the reactor's installed resolver, configured by ``IRL_DNS_*``."""
+    from twisted.internet import reactor
+
+    settings = crawler.settings
+    stats = crawler.stats
+    return HostResolver(
+        store,
+        reactor.resolve,  # type: ignore[attr-defined,arg-type]
+        ttl=config.getfloat(settings, "IRL_DNS_TTL"),
+        negative_ttl=config.getfloat(settings, "IRL_DNS_NEGATIVE_TTL"),
+        concurrency=config.getint(settings, "IRL_DNS_CONCURRENCY"),
+        timeout=config.getfloat(settings, "IRL_DNS_TIMEOUT"),
+        memory_entries=config.getint(settings, "IRL_DNS_MEMORY_ENTRIES"),
+        reactor=reactor,
+        on_event=lambda name: stats.inc_value(f"{STAT_PREFIX}/{name}"),
+    )
+
+
+class HostDnsMiddleware:
+    """Downloader middleware: resolve ahead through :class:`HostResolver`, fail dead names fast."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.store = HostStore.open_shared(
+            hosts_dir(crawler.settings),
+            sync=config.getbool(crawler.settings, "IRL_HOSTS_FSYNC"),
+            cache_bytes=config.getint(crawler.settings, "IRL_HOSTS_CACHE_BYTES"),
+        )
+        self.resolver = resolver_from_crawler(crawler, self.store)
+        self._closed = False
+        crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def _spider_closed(self, spider: Spider | None = None) -> None:
+        if not self._closed:
+            self._closed = True
+            self.store.release()
+
+    async def process_request(
+        self, request: Request, spider: Spider | None = None
+    ) -> Any:
+        parts = urlparse_cached(request)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        record = await maybe_deferred_to_future(self.resolver.resolve(parts.hostname))
+        if not record.ok:
+            self.crawler.stats.inc_value(f"{STAT_PREFIX}/unresolvable_requests")
+            raise _DnsError(
+                f"{parts.hostname}: DNS lookup failed ({record.error}, cached)"
+            )
+        return None

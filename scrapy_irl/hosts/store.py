@@ -1,0 +1,183 @@
+"""``HostStore``: the LevelDB database (via plyvel) holding robots.txt and DNS records.
+
+One database per directory, shared by every component of a process that names the same
+directory (LevelDB allows one opener per directory, so :meth:`HostStore.open_shared`
+hands out one handle with a reference count). Keys are ``b"R" + origin`` for robots.txt
+records and ``b"D" + host`` for DNS records; ``b"\\x00format"`` holds the format version.
+
+Crash safety comes from LevelDB itself: each put is appended to its write-ahead log with
+one ``write()`` before it returns, so a kill -9 loses nothing already put; recovery on the
+next open replays the log. ``sync=True`` also survives power loss, at an fsync per put.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import plyvel
+
+from scrapy_irl.exceptions import HostStoreError
+from scrapy_irl.hosts.records import DnsRecord, RecordError, RobotsRecord
+
+FORMAT_VERSION = 1
+FORMAT_KEY = b"\x00format"
+ROBOTS_PREFIX = b"R"
+DNS_PREFIX = b"D"
+
+
+class HostStore:
+    """Typed access to the robots.txt and DNS records of one LevelDB directory."""
+
+    _shared: ClassVar[dict[str, tuple[HostStore, int]]] = {}
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        cache_bytes: int = 8 * 1024 * 1024,
+        write_buffer_bytes: int = 4 * 1024 * 1024,
+        sync: bool = False,
+    ) -> None:
+        self.path = Path(path).absolute()  # LevelDB locks by path string: one spelling
+        self.sync = sync
+        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db: Any = plyvel.DB(
+                str(self.path),
+                create_if_missing=True,
+                paranoid_checks=True,
+                lru_cache_size=cache_bytes,
+                write_buffer_size=write_buffer_bytes,
+            )
+        except plyvel.CorruptionError as exc:
+            raise HostStoreError(
+                f"host store {self.path} is corrupt ({exc}); move it away to start a "
+                "fresh cache (robots.txt and DNS data are refetched)"
+            ) from exc
+        except plyvel.IOError as exc:
+            raise HostStoreError(
+                f"cannot open host store {self.path}: {exc}. Is another crawl using it? "
+                "Give each concurrent process its own IRL_HOSTS_DIR."
+            ) from exc
+        try:
+            self._check_format()
+        except plyvel.CorruptionError as exc:
+            self._db.close()
+            raise HostStoreError(
+                f"host store {self.path} is corrupt ({exc}); move it away to start a "
+                "fresh cache (robots.txt and DNS data are refetched)"
+            ) from exc
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _check_format(self) -> None:
+        stored = self._db.get(FORMAT_KEY)
+        if stored is None:
+            if next(self._db.iterator(include_value=False), None) is not None:
+                raise HostStoreError(
+                    f"{self.path} holds a LevelDB database that is not a scrapy-irl host store"
+                )
+            self._db.put(FORMAT_KEY, str(FORMAT_VERSION).encode(), sync=True)
+            return
+        try:
+            version = int(stored)
+        except ValueError:
+            raise HostStoreError(
+                f"host store {self.path} has an unreadable format marker"
+            ) from None
+        if version > FORMAT_VERSION:
+            raise HostStoreError(
+                f"host store {self.path} was written by format version {version}; this "
+                f"scrapy-irl reads version {FORMAT_VERSION} and older. Upgrade scrapy-irl "
+                "or point IRL_HOSTS_DIR elsewhere."
+            )
+
+    # -- sharing within a process ----------------------------------------------------------
+    @classmethod
+    def open_shared(cls, path: str | os.PathLike[str], **options: Any) -> HostStore:
+        """The process-wide store for ``path``, opened on first use; pair with :meth:`release`."""
+        key = os.path.realpath(path)
+        with cls._shared_lock:
+            store, refs = cls._shared.get(key, (None, 0))
+            if store is None or store.closed:
+                store, refs = cls(path, **options), 0
+            cls._shared[key] = (store, refs + 1)
+            return store
+
+    def release(self) -> None:
+        """Drop one reference from :meth:`open_shared`; the last one closes the database."""
+        key = os.path.realpath(self.path)
+        with self._shared_lock:
+            store, refs = self._shared.get(key, (None, 0))
+            if store is not self:
+                self.close()
+                return
+            if refs <= 1:
+                del self._shared[key]
+                self.close()
+            else:
+                self._shared[key] = (store, refs - 1)
+
+    # -- records ---------------------------------------------------------------------------
+    def _get(self, key: bytes) -> bytes | None:
+        try:
+            return self._db.get(key)  # type: ignore[no-any-return]
+        except (
+            plyvel.CorruptionError
+        ) as exc:  # a damaged block: lose this entry, not the crawl
+            raise RecordError(
+                f"LevelDB block holding {key!r} is corrupt: {exc}"
+            ) from exc
+
+    def get_robots(self, origin: str) -> RobotsRecord | None:
+        """The record of ``origin``; raises RecordError if it does not decode."""
+        data = self._get(ROBOTS_PREFIX + origin.encode("utf-8"))
+        return None if data is None else RobotsRecord.decode(data)
+
+    def put_robots(self, origin: str, record: RobotsRecord) -> None:
+        self._db.put(
+            ROBOTS_PREFIX + origin.encode("utf-8"), record.encode(), sync=self.sync
+        )
+
+    def delete_robots(self, origin: str) -> None:
+        self._db.delete(ROBOTS_PREFIX + origin.encode("utf-8"), sync=self.sync)
+
+    def get_dns(self, host: str) -> DnsRecord | None:
+        data = self._get(DNS_PREFIX + host.encode("utf-8"))
+        return None if data is None else DnsRecord.decode(data)
+
+    def put_dns(self, host: str, record: DnsRecord) -> None:
+        self._db.put(DNS_PREFIX + host.encode("utf-8"), record.encode(), sync=self.sync)
+
+    def delete_dns(self, host: str) -> None:
+        self._db.delete(DNS_PREFIX + host.encode("utf-8"), sync=self.sync)
+
+    def robots_origins(self) -> Iterator[str]:
+        """Every origin with a robots record, in key order (a full scan: tools and tests)."""
+        for key in self._db.iterator(prefix=ROBOTS_PREFIX, include_value=False):
+            yield key[1:].decode("utf-8")
+
+    def dns_hosts(self) -> Iterator[str]:
+        for key in self._db.iterator(prefix=DNS_PREFIX, include_value=False):
+            yield key[1:].decode("utf-8")
+
+    # -- lifetime --------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return bool(self._db.closed)
+
+    def close(self) -> None:
+        if not self._db.closed:
+            self._db.close()
+
+    def __enter__(self) -> HostStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,81 @@
+"""``CrawlDelayMiddleware``: honour robots.txt Crawl-delay / Request-rate with Scrapy's scheduler.
+
+Scrapy parses Crawl-delay but never acts on it. This middleware runs after
+``RobotsCacheMiddleware`` (so the origin's rules are cached) and raises the delay of the
+request's download slot to the host's delay, capped by ``IRL_CRAWL_DELAY_MAX``. It never
+lowers a slot's delay, and sets the slot's jitter to 0 so a random jitter cannot undercut
+the asked delay. The IRL scheduler applies Crawl-delay in its host heap instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import NotConfigured
+
+from scrapy_irl import config
+from scrapy_irl.robots.middleware import STAT_PREFIX, robots_for
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class CrawlDelayMiddleware:
+    """Raise download-slot delays to robots.txt Crawl-delay (stock scheduler only)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool("ROBOTSTXT_OBEY") or not config.getbool(
+            settings, "IRL_CRAWL_DELAY_ENABLED"
+        ):
+            raise NotConfigured
+        self.crawler = crawler
+        self.max_delay = config.getfloat(settings, "IRL_CRAWL_DELAY_MAX")
+        if self.max_delay < 0:
+            raise NotConfigured(
+                f"IRL_CRAWL_DELAY_MAX must not be negative, got {self.max_delay}"
+            )
+        self._warned_missing = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        if request.meta.get("dont_obey_robotstxt"):
+            return
+        robots = robots_for(self.crawler)
+        if robots is None:
+            if not self._warned_missing:
+                self._warned_missing = True
+                logger.warning(
+                    "CrawlDelayMiddleware needs scrapy_irl's RobotsCacheMiddleware enabled; "
+                    "Crawl-delay is not applied",
+                    extra={"spider": self.crawler.spider},
+                )
+            return
+        delay = robots.crawl_delay(request)
+        if delay is None:
+            return
+        if delay > self.max_delay:
+            self.crawler.stats.inc_value(f"{STAT_PREFIX}/crawl_delay_capped")
+            delay = self.max_delay
+        self._raise_slot_delay(request, delay)
+
+    def _raise_slot_delay(self, request: Request, delay: float) -> None:
+        downloader: Any = getattr(self.crawler.engine, "downloader", None)
+        get_slot = getattr(downloader, "_get_slot", None)
+        if get_slot is None:  # not Scrapy's Downloader: nothing we know how to tune
+            return
+        _key, slot = get_slot(request)
+        if slot.delay < delay or slot.jitter:
+            if slot.delay < delay:
+                self.crawler.stats.inc_value(f"{STAT_PREFIX}/crawl_delay_applied")
+            slot.delay = max(slot.delay, delay)
+            slot.jitter = 0.0

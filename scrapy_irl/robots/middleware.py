@@ -1,0 +1,313 @@
+"""``RobotsCacheMiddleware``: Scrapy's ``RobotsTxtMiddleware`` with a persistent, bounded cache.
+
+Drop-in: enabled by ``ROBOTSTXT_OBEY``, same ``ROBOTSTXT_PARSER`` / ``ROBOTSTXT_USER_AGENT``
+settings, same ``robotstxt/*`` stats and ``robots_parsed`` signal. What changes (see
+``docs/robots.rst``): rules persist in LevelDB across runs and expire after a TTL; RAM holds
+a bounded LRU of parsed rules; redirects are followed here (at most 5, RFC 9309) instead
+of by RedirectMiddleware; 5xx, timeouts and network errors mean "disallow all for now"
+with back-off instead of "allow all for the rest of the run"; only the first 500 KiB are
+parsed. One fetch per origin at a time: requests arriving meanwhile wait for it
+(IRLbot's RobotsRequested).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Request
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import build_from_crawler, load_object
+from twisted.internet.defer import Deferred
+
+from scrapy_irl import config
+from scrapy_irl.hosts.paths import hosts_dir
+from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
+from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.robots.cache import CachedRobots, RobotsCache
+from scrapy_irl.robots.origin import origin_of
+from scrapy_irl.robots.policy import NO_RESPONSE, RobotsPolicy
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+#: The robots middleware of each running crawler, for CrawlDelayMiddleware and the scheduler.
+_BY_CRAWLER: weakref.WeakValueDictionary[int, RobotsCacheMiddleware] = (
+    weakref.WeakValueDictionary()
+)
+
+STAT_PREFIX = "irl_robots"
+
+
+def robots_for(crawler: Crawler) -> RobotsCacheMiddleware | None:
+    """The ``RobotsCacheMiddleware`` enabled in ``crawler``, if any."""
+    return _BY_CRAWLER.get(id(crawler))
+
+
+def policy_from_settings(settings: Any) -> RobotsPolicy:
+    try:
+        return RobotsPolicy(
+            ttl=config.getfloat(settings, "IRL_ROBOTS_TTL"),
+            max_bytes=config.getint(settings, "IRL_ROBOTS_MAX_BYTES"),
+            max_redirects=config.getint(settings, "IRL_ROBOTS_MAX_REDIRECTS"),
+            retry_delay=config.getfloat(settings, "IRL_ROBOTS_RETRY_DELAY"),
+            retry_max_delay=config.getfloat(settings, "IRL_ROBOTS_RETRY_MAX_DELAY"),
+            stale_ttl=config.getfloat(settings, "IRL_ROBOTS_STALE_TTL"),
+        )
+    except ValueError as exc:
+        raise NotConfigured(f"invalid IRL_ROBOTS_* setting: {exc}") from exc
+
+
+class RobotsCacheMiddleware:
+    """Downloader middleware obeying robots.txt from a persistent per-origin cache."""
+
+    DOWNLOAD_PRIORITY: int = 1000
+
+    def __init__(
+        self, crawler: Crawler, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        settings = crawler.settings
+        if not settings.getbool("ROBOTSTXT_OBEY"):
+            raise NotConfigured
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.clock = clock
+        self._default_useragent: str = settings["USER_AGENT"]
+        self._robotstxt_useragent: str | None = settings["ROBOTSTXT_USER_AGENT"]
+        self._parserimpl: Any = load_object(settings.get("ROBOTSTXT_PARSER"))
+        build_from_crawler(self._parserimpl, crawler, b"")  # fail early on missing deps
+        self.policy = policy_from_settings(settings)
+        self.store = HostStore.open_shared(
+            hosts_dir(settings),
+            sync=config.getbool(settings, "IRL_HOSTS_FSYNC"),
+            cache_bytes=config.getint(settings, "IRL_HOSTS_CACHE_BYTES"),
+        )
+        self.cache = RobotsCache(
+            self.store,
+            self._parse,
+            memory_entries=config.getint(settings, "IRL_ROBOTS_MEMORY_ENTRIES"),
+            on_event=lambda name: self._inc(f"cache/{name}"),
+        )
+        self._fetching: dict[str, list[Deferred[CachedRobots | None]]] = {}
+        self._closed = False
+        _BY_CRAWLER[id(crawler)] = self
+        crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        self.stats.inc_value(f"{STAT_PREFIX}/{key}", count)
+
+    def _parse(self, body: bytes) -> Any:
+        return build_from_crawler(self._parserimpl, self.crawler, body)
+
+    def _spider_closed(self, spider: Spider | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.stats.set_value(f"{STAT_PREFIX}/memory_entries", len(self.cache))
+        _BY_CRAWLER.pop(id(self.crawler), None)
+        self.store.release()
+
+    # -- the middleware --------------------------------------------------------------------
+    async def process_request(
+        self, request: Request, spider: Spider | None = None
+    ) -> None:
+        if request.meta.get("dont_obey_robotstxt"):
+            return
+        if request.url.startswith(("data:", "file:")):
+            return
+        cached = await self.robot_parser(request)
+        if cached is None:
+            return
+        if (
+            not cached.allowed(request.url, self.user_agent(request))
+            and cached.record.kind == RobotsKind.DISALLOW_ALL
+        ):
+            self._inc("unreachable_dropped")
+            logger.debug(
+                "robots.txt of %(request)s is unreachable; dropping it",
+                {"request": request},
+                extra={"spider": self.crawler.spider},
+            )
+            raise IgnoreRequest(
+                "robots.txt unreachable (5xx, timeout or network error)"
+            )
+        self.process_request_2(cached.rules, request)
+
+    def user_agent(self, request: Request) -> str | bytes:
+        useragent: str | bytes | None = self._robotstxt_useragent
+        if not useragent:
+            useragent = request.headers.get(b"User-Agent", self._default_useragent)
+        return useragent or "*"
+
+    def process_request_2(self, rp: Any, request: Request) -> None:
+        """Raise IgnoreRequest if ``rp`` forbids ``request`` (Scrapy's method, same contract)."""
+        if rp is None:
+            return
+        if not rp.allowed(request.url, self.user_agent(request)):
+            logger.debug(
+                "Forbidden by robots.txt: %(request)s",
+                {"request": request},
+                extra={"spider": self.crawler.spider},
+            )
+            self.stats.inc_value("robotstxt/forbidden")
+            raise IgnoreRequest("Forbidden by robots.txt")
+
+    # -- lookups ---------------------------------------------------------------------------
+    def cached(self, url_or_request: Request) -> CachedRobots | None:
+        """The cached state of a request's origin, without fetching (None if unknown)."""
+        origin = origin_of(urlparse_cached(url_or_request))
+        return self.cache.get(origin) if origin else None
+
+    def crawl_delay(self, request: Request) -> float | None:
+        """Crawl-delay/Request-rate of the request's origin for our user agent, if cached."""
+        cached = self.cached(request)
+        return (
+            cached.crawl_delay(self.user_agent(request)) if cached is not None else None
+        )
+
+    async def robot_parser(self, request: Request) -> CachedRobots | None:
+        """Rules for the request's origin: from RAM, from LevelDB, or fetched once."""
+        origin = origin_of(urlparse_cached(request))
+        if origin is None:
+            self._inc("no_host")
+            return None
+        cached = self.cache.get(origin)
+        if cached is not None:
+            if cached.record.is_fresh(self.clock()):
+                return cached
+            self._inc("cache/expired")
+        waiters = self._fetching.get(origin)
+        if waiters is not None:
+            waiter: Deferred[CachedRobots | None] = Deferred()
+            waiters.append(waiter)
+            self._inc("waited")
+            return await maybe_deferred_to_future(waiter)
+        self._fetching[origin] = []
+        try:
+            result = await self._fetch(origin, cached, request)
+        except BaseException as exc:
+            for waiter in self._fetching.pop(origin, []):
+                waiter.errback(exc)
+            raise
+        for waiter in self._fetching.pop(origin, []):
+            waiter.callback(result)
+        return result
+
+    # -- fetching --------------------------------------------------------------------------
+    async def _fetch(
+        self, origin: str, previous: CachedRobots | None, request: Request
+    ) -> CachedRobots | None:
+        previous_record = previous.record if previous is not None else None
+        url = f"{origin}/robots.txt"
+        for hop in range(self.policy.max_redirects + 1):
+            try:
+                robots_request = self._robots_request(url)
+            except ValueError:
+                self._inc("bad_redirect")
+                return self.cache.put(
+                    origin,
+                    self.policy.on_response(399, b"", self.clock(), previous_record),
+                )
+            self.stats.inc_value("robotstxt/request_count")
+            try:
+                response = await self.crawler.engine.download_async(robots_request)
+            except IgnoreRequest:
+                self._inc(
+                    "fetch_ignored"
+                )  # e.g. an offsite filter: says nothing about the host
+                return None
+            except Exception as exc:  # noqa: BLE001 - any fetch failure is "unreachable"
+                logger.warning(
+                    "robots.txt of %(origin)s unreachable: %(exc)s",
+                    {"origin": origin, "exc": exc},
+                    extra={"spider": self.crawler.spider},
+                )
+                self.stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
+                record = self.policy.on_failure(
+                    NO_RESPONSE, self.clock(), previous_record
+                )
+                return self._stored_failure(origin, record)
+            self.stats.inc_value("robotstxt/response_count")
+            self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+            location = response.headers.get(b"Location")
+            if 300 <= response.status < 400 and location:
+                if hop < self.policy.max_redirects:
+                    self._inc("redirects")
+                    url = urljoin(response.url, location.decode("latin-1"))
+                    continue
+                self._inc("redirect_limit")
+            return await self._store_response(
+                origin, response, previous_record, request
+            )
+        raise AssertionError("unreachable: the loop returns on its last hop")
+
+    def _robots_request(self, url: str) -> Request:
+        return Request(
+            url,
+            priority=self.DOWNLOAD_PRIORITY,
+            meta={
+                "dont_obey_robotstxt": True,
+                "dont_redirect": True,  # followed in _fetch, with RFC 9309's limit of 5
+                "dont_retry": True,  # failures back off through the cache instead
+                "handle_httpstatus_all": True,
+            },
+            callback=NO_CALLBACK,
+        )
+
+    def _stored_failure(self, origin: str, record: RobotsRecord) -> CachedRobots:
+        if record.kind == RobotsKind.DISALLOW_ALL:
+            self._inc("unreachable")
+        else:
+            self._inc("stale_used")
+        return self.cache.put(origin, record)
+
+    async def _store_response(
+        self,
+        origin: str,
+        response: Response,
+        previous: RobotsRecord | None,
+        request: Request,
+    ) -> CachedRobots:
+        now = self.clock()
+        if self.policy.is_unreachable_status(response.status):
+            return self._stored_failure(
+                origin, self.policy.on_failure(response.status, now, previous)
+            )
+        body = response.body
+        if len(body) > self.policy.max_bytes:
+            self._inc("truncated")
+        cached = self.cache.put(
+            origin, self.policy.on_response(response.status, body, now, previous)
+        )
+        if cached.record.kind == RobotsKind.RULES:
+            await self._send_robots_parsed(cached.rules, request)
+        return cached
+
+    async def _send_robots_parsed(self, rules: Any, request: Request) -> None:
+        send = getattr(self.crawler.signals, "send_catch_log_async", None)
+        if send is not None:
+            await send(signal=signals.robots_parsed, robotparser=rules, request=request)
+        else:  # Scrapy < 2.14
+            await maybe_deferred_to_future(
+                self.crawler.signals.send_catch_log_deferred(
+                    signal=signals.robots_parsed, robotparser=rules, request=request
+                )
+            )

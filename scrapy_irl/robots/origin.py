@@ -1,0 +1,28 @@
+"""The origin a robots.txt applies to: scheme, host and port (RFC 9309 section 2.3)."""
+
+from __future__ import annotations
+
+from urllib.parse import ParseResult, SplitResult
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(parts: SplitResult | ParseResult) -> str | None:
+    """``scheme://host[:port]`` with the default port left out; None without a host.
+
+    Userinfo is dropped and the host lowercased, so ``http://U@Example.com:80/x`` and
+    ``http://example.com/y`` share one robots.txt. A malformed port gives None.
+    """
+    host = parts.hostname
+    if not host:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if port is None or port == DEFAULT_PORTS.get(scheme):
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"

@@ -1,0 +1,102 @@
+"""RFC 9309 rules as pure functions: what a robots.txt fetch outcome means, and for how long.
+
+No Scrapy and no clock inside: callers pass ``now`` (wall-clock seconds), so every rule is
+tested with made-up times. The rules (RFC 9309 section 2.3.1; IRLbot and Polybot cache
+robots.txt for a day):
+
+* 2xx: obey the first ``max_bytes`` of the body; ask again after ``ttl``.
+* 3xx after ``max_redirects`` redirects, or any 4xx: the file is *unavailable*: allow all,
+  ask again after ``ttl``.
+* 5xx, timeouts, DNS and network errors: the file is *unreachable*: disallow all, unless a
+  copy fetched less than ``stale_ttl`` ago exists, which stays in force. Either way ask
+  again after a back-off of ``retry_delay`` doubling per consecutive failure up to
+  ``retry_max_delay``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
+
+#: Status recorded for a fetch that produced no HTTP response (timeout, DNS, refused...).
+NO_RESPONSE = 0
+
+
+@dataclass(frozen=True)
+class RobotsPolicy:
+    """The tunable numbers of the rules above (``IRL_ROBOTS_*`` settings)."""
+
+    ttl: float = 24 * 3600.0
+    max_bytes: int = 500 * 1024
+    max_redirects: int = 5
+    retry_delay: float = 60.0
+    retry_max_delay: float = 6 * 3600.0
+    stale_ttl: float = 7 * 24 * 3600.0
+
+    def __post_init__(self) -> None:
+        if self.ttl <= 0:
+            raise ValueError(f"robots.txt TTL must be positive, got {self.ttl}")
+        if self.max_bytes < 1:
+            raise ValueError(
+                f"robots.txt byte limit must be positive, got {self.max_bytes}"
+            )
+        if self.max_redirects < 0:
+            raise ValueError(
+                f"redirect limit cannot be negative, got {self.max_redirects}"
+            )
+        if not 0 < self.retry_delay <= self.retry_max_delay:
+            raise ValueError(
+                "robots.txt retry delays need 0 < IRL_ROBOTS_RETRY_DELAY <= "
+                f"IRL_ROBOTS_RETRY_MAX_DELAY, got {self.retry_delay} and {self.retry_max_delay}"
+            )
+        if self.stale_ttl < 0:
+            raise ValueError(f"stale TTL cannot be negative, got {self.stale_ttl}")
+
+    @staticmethod
+    def is_unreachable_status(status: int) -> bool:
+        """Statuses that mean "the server could not answer": 5xx and anything non-HTTP."""
+        return not 200 <= status < 500
+
+    def on_response(
+        self, status: int, body: bytes, now: float, previous: RobotsRecord | None
+    ) -> RobotsRecord:
+        """The record for a final response (redirects already followed by the caller)."""
+        if 200 <= status < 300:
+            return RobotsRecord(
+                RobotsKind.RULES,
+                status,
+                now,
+                now,
+                now + self.ttl,
+                0,
+                body[: self.max_bytes],
+            )
+        if 300 <= status < 500:
+            return RobotsRecord(
+                RobotsKind.ALLOW_ALL, status, now, now, now + self.ttl, 0
+            )
+        return self.on_failure(status, now, previous)
+
+    def on_failure(
+        self, status: int, now: float, previous: RobotsRecord | None
+    ) -> RobotsRecord:
+        """Unreachable: back off; keep a recent good copy in force, else disallow all."""
+        failures = (previous.failures if previous else 0) + 1
+        expires = now + self.backoff(failures)
+        if previous is not None and self.usable_when_unreachable(previous, now):
+            return previous.with_expiry(expires, checked_at=now, failures=failures)
+        return RobotsRecord(
+            RobotsKind.DISALLOW_ALL, status, now, now, expires, failures
+        )
+
+    def backoff(self, failures: int) -> float:
+        """Seconds to wait after the ``failures``-th consecutive failure."""
+        exponent = min(max(failures - 1, 0), 60)
+        return min(self.retry_delay * (2.0**exponent), self.retry_max_delay)
+
+    def usable_when_unreachable(self, record: RobotsRecord, now: float) -> bool:
+        return (
+            record.kind != RobotsKind.DISALLOW_ALL
+            and now - record.fetched_at <= self.stale_ttl
+        )

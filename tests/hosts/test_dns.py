@@ -1,0 +1,128 @@
+"""HostResolver: one lookup per host per TTL, bounded concurrency, negative caching."""
+
+from __future__ import annotations
+
+import pytest
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.error import DNSLookupError
+from twisted.internet.task import Clock
+
+from scrapy_irl.hosts.dns import HostResolver
+from scrapy_irl.hosts.store import HostStore
+from tests.robots.fakes import FakeClock, result_of
+
+
+@pytest.fixture
+def store(tmp_path):
+    with HostStore(tmp_path / "h") as s:
+        yield s
+
+
+class Lookups:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.pending: dict[str, Deferred] = {}
+
+    def __call__(self, host: str) -> Deferred:
+        self.calls.append(host)
+        d: Deferred = Deferred()
+        self.pending[host] = d
+        return d
+
+
+def test_one_lookup_per_host_and_ttl(store):
+    clock, lookups = FakeClock(), Lookups()
+    resolver = HostResolver(store, lookups, ttl=60, clock=clock)
+    first, second = resolver.resolve("A.test"), resolver.resolve("a.test")
+    assert lookups.calls == ["a.test"] and resolver.in_flight == 1
+    lookups.pending["a.test"].callback("127.0.0.7")
+    assert result_of(first).ip == result_of(second).ip == "127.0.0.7"
+    assert resolver.in_flight == 0
+    clock.now += 59
+    assert result_of(resolver.resolve("a.test")).ip == "127.0.0.7"
+    assert lookups.calls == ["a.test"]
+    clock.now += 2
+    resolver.resolve("a.test")
+    assert lookups.calls == ["a.test", "a.test"]
+
+
+def test_negative_results_are_remembered(store):
+    clock = FakeClock()
+    calls: list[str] = []
+
+    def lookup(host):
+        calls.append(host)
+        return fail(DNSLookupError(host))
+
+    resolver = HostResolver(store, lookup, negative_ttl=30, clock=clock)
+    record = result_of(resolver.resolve("dead.test"))
+    assert not record.ok and record.error == "DNSLookupError"
+    assert not result_of(resolver.resolve("dead.test")).ok
+    assert calls == ["dead.test"]
+    clock.now += 31
+    resolver.resolve("dead.test")
+    assert calls == ["dead.test", "dead.test"]
+
+
+def test_concurrency_is_bounded(store):
+    lookups = Lookups()
+    resolver = HostResolver(store, lookups, concurrency=3)
+    results = [resolver.resolve(f"h{i}.test") for i in range(10)]
+    assert len(lookups.calls) == 3
+    for _ in range(10):
+        if not lookups.pending:
+            break
+        host, d = lookups.pending.popitem()
+        d.callback("127.0.0.1")
+        assert len(lookups.pending) <= 3
+    assert len(lookups.calls) == 10 and all(r.called for r in results)
+
+
+def test_ip_literals_need_no_lookup(store):
+    resolver = HostResolver(store, Lookups())
+    assert result_of(resolver.resolve("127.0.0.9")).ip == "127.0.0.9"
+    assert result_of(resolver.resolve("::1")).ip == "::1"
+
+
+def test_timeout_gives_negative_record(store):
+    reactor, lookups = Clock(), Lookups()
+    resolver = HostResolver(store, lookups, timeout=5, reactor=reactor)
+    d = resolver.resolve("slow.test")
+    reactor.advance(5.1)
+    record = result_of(d)
+    assert not record.ok and "Timeout" in record.error
+
+
+def test_resolver_raising_synchronously_is_a_failure(store):
+    def lookup(host):
+        raise OSError("resolver broken")
+
+    assert result_of(HostResolver(store, lookup).resolve("x.test")).error == "OSError"
+
+
+def test_records_persist_and_corrupt_ones_are_dropped(tmp_path):
+    path = tmp_path / "h"
+    with HostStore(path) as store:
+        result_of(HostResolver(store, lambda h: succeed("127.0.0.3")).resolve("a.test"))
+    with HostStore(path) as store:
+        resolver = HostResolver(store, Lookups())
+        assert resolver.cached("a.test").ip == "127.0.0.3"
+        store._db.put(b"Db.test", b"\x01")
+        events: list[str] = []
+        resolver = HostResolver(store, Lookups(), on_event=events.append)
+        assert resolver.cached("b.test") is None and events == ["corrupt_record"]
+        assert store.get_dns("b.test") is None
+
+
+def test_memory_is_bounded(store):
+    resolver = HostResolver(store, lambda h: succeed("127.0.0.1"), memory_entries=5)
+    for i in range(50):
+        result_of(resolver.resolve(f"h{i}.test"))
+    assert len(resolver._lru) == 5
+    assert resolver.cached("h0.test").ip == "127.0.0.1"  # from LevelDB
+
+
+@pytest.mark.parametrize("kwargs", [{"ttl": 0}, {"concurrency": 0}, {"timeout": -1}])
+def test_bad_parameters(store, kwargs):
+    with pytest.raises(ValueError):
+        HostResolver(store, Lookups(), **kwargs)

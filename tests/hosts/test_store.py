@@ -1,0 +1,164 @@
+"""The LevelDB host store: record layouts, format version, locking, kill -9 durability."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scrapy_irl.exceptions import HostStoreError
+from scrapy_irl.hosts.records import DnsRecord, RecordError, RobotsKind, RobotsRecord
+from scrapy_irl.hosts.store import FORMAT_KEY, HostStore
+from tests.hosts.store_workload import record
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@given(
+    kind=st.sampled_from(list(RobotsKind)),
+    status=st.integers(-32768, 32767),
+    times=st.tuples(st.floats(allow_nan=False), st.floats(allow_nan=False), st.floats(allow_nan=False)),
+    failures=st.integers(0, 2**32 - 1),
+    body=st.binary(max_size=2000),
+)
+def test_robots_record_roundtrip(kind, status, times, failures, body):
+    rec = RobotsRecord(kind, status, *times, failures, body)
+    assert RobotsRecord.decode(rec.encode()) == rec
+
+
+@given(
+    ips=st.lists(st.ip_addresses().map(str), max_size=4).map(tuple),
+    error=st.text(max_size=40).filter(lambda s: len(s.encode()) < 255),
+)
+def test_dns_record_roundtrip(ips, error):
+    rec = DnsRecord(ips, 1.5, 2.5, error)
+    assert DnsRecord.decode(rec.encode()) == rec
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\x01\x01", b"\x02" + bytes(40), b"\x01\x09" + bytes(40)],
+    ids=["empty", "truncated", "newer-version", "unknown-kind"],
+)
+def test_bad_robots_records_raise(data):
+    with pytest.raises(RecordError):
+        RobotsRecord.decode(data)
+
+
+def test_bad_dns_records_raise():
+    good = DnsRecord(("127.0.0.1",), 1.0, 2.0).encode()
+    for data in (good[:5], good[:-1], b"\x05" + good[1:], good + b"x"):
+        with pytest.raises(RecordError):
+            DnsRecord.decode(data)
+
+
+def test_put_get_delete_and_scan(tmp_path):
+    with HostStore(tmp_path / "h") as store:
+        store.put_robots("http://a.test", record(1))
+        store.put_dns("a.test", DnsRecord(("127.0.0.2",), 1.0, 2.0))
+        assert store.get_robots("http://a.test") == record(1)
+        assert store.get_dns("a.test").ip == "127.0.0.2"
+        assert store.get_robots("http://b.test") is None
+        assert list(store.robots_origins()) == ["http://a.test"]
+        assert list(store.dns_hosts()) == ["a.test"]
+        store.delete_robots("http://a.test")
+        assert store.get_robots("http://a.test") is None
+
+
+def test_newer_format_refused(tmp_path):
+    with HostStore(tmp_path / "h") as store:
+        store._db.put(FORMAT_KEY, b"2")
+    with pytest.raises(HostStoreError, match="format version 2"):
+        HostStore(tmp_path / "h")
+
+
+def test_foreign_leveldb_refused(tmp_path):
+    import plyvel
+
+    db = plyvel.DB(str(tmp_path / "other"), create_if_missing=True)
+    db.put(b"key", b"value")
+    db.close()
+    with pytest.raises(HostStoreError, match="not a scrapy-irl host store"):
+        HostStore(tmp_path / "other")
+
+
+def test_second_process_gets_a_clear_error(tmp_path):
+    path = tmp_path / "h"
+    HostStore(path).close()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys,time; from scrapy_irl.hosts.store import HostStore; "
+         "s = HostStore(sys.argv[1]); print('open', flush=True); time.sleep(30)", str(path)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    try:
+        assert child.stdout.readline().strip() == "open"
+        with pytest.raises(HostStoreError, match="another crawl"):
+            HostStore(path)
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_corrupt_table_file_is_reported(tmp_path):
+    path = tmp_path / "h"
+    with HostStore(path, write_buffer_bytes=64 * 1024) as store:
+        for i in range(3000):
+            store.put_robots(f"http://h{i}.test", record(i))
+    tables = sorted(path.glob("*.ldb"))
+    assert tables, "expected LevelDB to have written table files"
+    for table in tables:
+        data = bytearray(table.read_bytes())
+        for offset in range(100, len(data) - 100, 997):
+            data[offset] ^= 0xFF
+        table.write_bytes(bytes(data))
+    with pytest.raises((HostStoreError, RecordError)):
+        with HostStore(path) as store:  # paranoid checks: the open or the reads must fail
+            for i in range(3000):
+                assert store.get_robots(f"http://h{i}.test") == record(i)
+
+
+def test_shared_handle_is_reference_counted(tmp_path):
+    one = HostStore.open_shared(tmp_path / "h")
+    two = HostStore.open_shared(str(tmp_path / "h"))
+    assert one is two
+    one.release()
+    assert not two.closed
+    two.release()
+    assert two.closed
+    three = HostStore.open_shared(tmp_path / "h")
+    assert three is not one and not three.closed
+    three.release()
+
+
+@pytest.mark.parametrize("round_", range(4))
+def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path, round_):
+    path = tmp_path / "h"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.hosts.store_workload", str(path)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    written = -1
+    deadline = time.monotonic() + 20
+    target = 300 + 700 * round_
+    while written < target and time.monotonic() < deadline:
+        line = child.stdout.readline()
+        if not line:
+            break
+        written = int(line)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(10)
+    assert written >= target, "the writer did not get going"
+    with HostStore(path) as store:
+        for i in range(written + 1):
+            assert store.get_robots(f"http://h{i}.test") == record(i)
+            assert store.get_dns(f"h{i}.test") is not None
+        # The child may have written more than the pipe told us; all of it must decode.
+        for origin in store.robots_origins():
+            assert store.get_robots(origin) == record(int(origin[len("http://h") : -len(".test")]))

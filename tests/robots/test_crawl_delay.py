@@ -1,0 +1,90 @@
+"""CrawlDelayMiddleware raises download-slot delays to robots.txt Crawl-delay."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from scrapy.core.downloader import Slot
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Request
+
+from scrapy_irl.robots.crawl_delay import CrawlDelayMiddleware
+from scrapy_irl.robots.middleware import RobotsCacheMiddleware
+from tests.robots.fakes import FakeWeb, fake_crawler, outcome
+
+
+class Slots:
+    def __init__(self, delay: float = 0.0, jitter: float = 0.5) -> None:
+        self.slots: dict[str, Slot] = {}
+        self.delay, self.jitter = delay, jitter
+
+    def _get_slot(self, request):
+        key = request.url.split("/")[2]
+        return key, self.slots.setdefault(key, Slot(8, self.delay, self.jitter))
+
+
+@pytest.fixture
+def setup(tmp_path):
+    web = FakeWeb(
+        {
+            "http://a.test/robots.txt": (200, b"User-agent: *\nCrawl-delay: 3\n"),
+            "http://b.test/robots.txt": (200, b"User-agent: *\nCrawl-delay: 3600\n"),
+            "http://c.test/robots.txt": (200, b"User-agent: *\nDisallow: /x\n"),
+        }
+    )
+    crawler = fake_crawler(web, tmp_path, IRL_CRAWL_DELAY_MAX=30)
+    crawler.engine.downloader = Slots(delay=1.0)
+    robots = RobotsCacheMiddleware(crawler)
+    delays = CrawlDelayMiddleware(crawler)
+    yield robots, delays, crawler
+    robots._spider_closed()
+
+
+def through(robots, delays, url):
+    assert outcome(robots, url) == "allowed"
+    delays.process_request(Request(url))
+
+
+def test_slot_delay_raised_to_crawl_delay_without_jitter(setup):
+    robots, delays, crawler = setup
+    through(robots, delays, "http://a.test/1")
+    slot = crawler.engine.downloader.slots["a.test"]
+    assert slot.delay == 3.0 and slot.jitter == 0.0
+    assert min(slot.download_delay() for _ in range(50)) == 3.0
+
+
+def test_huge_crawl_delay_is_capped_and_counted(setup):
+    robots, delays, crawler = setup
+    through(robots, delays, "http://b.test/1")
+    assert crawler.engine.downloader.slots["b.test"].delay == 30.0
+    assert crawler.stats.get_value("irl_robots/crawl_delay_capped") == 1
+
+
+def test_no_crawl_delay_leaves_slot_alone(setup):
+    robots, delays, crawler = setup
+    through(robots, delays, "http://c.test/1")
+    slot = crawler.engine.downloader.slots.get("c.test")
+    assert slot is None or (slot.delay == 1.0 and slot.jitter == 0.5)
+
+
+def test_never_lowers_a_larger_project_delay(setup, tmp_path):
+    robots, delays, crawler = setup
+    crawler.engine.downloader = Slots(delay=10.0, jitter=0.0)
+    through(robots, delays, "http://a.test/1")
+    assert crawler.engine.downloader.slots["a.test"].delay == 10.0
+
+
+def test_disabled_by_setting(tmp_path):
+    crawler = fake_crawler(FakeWeb(), tmp_path, IRL_CRAWL_DELAY_ENABLED=False)
+    with pytest.raises(NotConfigured):
+        CrawlDelayMiddleware(crawler)
+
+
+def test_without_robots_middleware_it_warns_once(tmp_path, caplog):
+    crawler = fake_crawler(FakeWeb(), tmp_path)
+    crawler.engine.downloader = SimpleNamespace()
+    mw = CrawlDelayMiddleware(crawler)
+    mw.process_request(Request("http://a.test/"))
+    mw.process_request(Request("http://a.test/"))
+    assert caplog.text.count("needs scrapy_irl's RobotsCacheMiddleware") == 1

@@ -1,0 +1,287 @@
+"""RobotsCacheMiddleware against a fake engine: RFC 9309 rules, persistence, one fetch per origin."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Request
+from scrapy.http.request import NO_CALLBACK
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionRefusedError, TimeoutError
+
+from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.robots.middleware import RobotsCacheMiddleware, robots_for
+from tests.robots.fakes import FakeClock, FakeWeb, fake_crawler, outcome, result_of, run
+
+RULES = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def make(tmp_path, clock):
+    made: list[RobotsCacheMiddleware] = []
+
+    def build(web: FakeWeb, **settings) -> RobotsCacheMiddleware:
+        mw = RobotsCacheMiddleware(fake_crawler(web, tmp_path, **settings), clock=clock)
+        made.append(mw)
+        return mw
+
+    yield build
+    for mw in made:
+        mw._spider_closed()
+
+
+def stat(mw: RobotsCacheMiddleware, key: str) -> int:
+    return mw.crawler.stats.get_value(key, 0)
+
+
+def test_needs_robotstxt_obey(tmp_path):
+    crawler = fake_crawler(FakeWeb(), tmp_path)
+    crawler.settings.set("ROBOTSTXT_OBEY", False)
+    with pytest.raises(NotConfigured):
+        RobotsCacheMiddleware(crawler)
+
+
+def test_rules_obeyed_and_fetched_once(make):
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
+    mw = make(web)
+    assert outcome(mw, "http://a.test/page") == "allowed"
+    assert outcome(mw, "http://a.test/private/x") == "Forbidden by robots.txt"
+    assert outcome(mw, "http://A.test:80/other") == "allowed"  # same origin
+    assert web.urls == ["http://a.test/robots.txt"]
+    request = web.requested[0]
+    assert request.callback is NO_CALLBACK
+    assert request.meta["dont_obey_robotstxt"] and request.meta["dont_redirect"]
+    assert stat(mw, "robotstxt/forbidden") == 1
+    assert stat(mw, "robotstxt/request_count") == 1
+    assert stat(mw, "robotstxt/response_status_count/200") == 1
+    assert stat(mw, "irl_robots/cache/memory_hit") == 2
+    mw.crawler.signals.send_catch_log_async.assert_awaited_once()
+
+
+def test_origins_differ_by_scheme_and_port(make):
+    web = FakeWeb()
+    mw = make(web)
+    for url in ("http://a.test/", "https://a.test/", "http://a.test:8080/", "http://user@a.test/x"):
+        outcome(mw, url)
+    assert web.urls == [
+        "http://a.test/robots.txt",
+        "https://a.test/robots.txt",
+        "http://a.test:8080/robots.txt",
+    ]
+
+
+def test_concurrent_requests_wait_for_one_fetch(make):
+    answer: Deferred = Deferred()
+    web = FakeWeb({"http://a.test/robots.txt": answer})
+    mw = make(web)
+    waiting = [run(mw.process_request(Request(f"http://a.test/{p}"))) for p in ("x", "private/y", "z")]
+    assert len(web.requested) == 1
+    assert not any(d.called for d in waiting)
+    answer.callback((200, RULES))
+    assert result_of(waiting[0]) is None
+    with pytest.raises(IgnoreRequest):
+        result_of(waiting[1])
+    assert result_of(waiting[2]) is None
+    assert stat(mw, "irl_robots/waited") == 2
+
+
+def test_persisted_across_runs(make, tmp_path):
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
+    first = make(web)
+    outcome(first, "http://a.test/")
+    first._spider_closed()
+    second = make(web)
+    assert outcome(second, "http://a.test/private/1") == "Forbidden by robots.txt"
+    assert web.urls == ["http://a.test/robots.txt"]
+    assert stat(second, "irl_robots/cache/store_hit") == 1
+
+
+def test_ttl_expiry_refetches(make, clock):
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
+    mw = make(web, IRL_ROBOTS_TTL=100)
+    outcome(mw, "http://a.test/")
+    clock.now += 99
+    outcome(mw, "http://a.test/")
+    assert len(web.requested) == 1
+    web.answers["http://a.test/robots.txt"] = (200, b"User-agent: *\nDisallow: /\n")
+    clock.now += 2
+    assert outcome(mw, "http://a.test/") == "Forbidden by robots.txt"
+    assert len(web.requested) == 2
+    assert stat(mw, "irl_robots/cache/expired") == 1
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 410, 451])
+def test_4xx_allows_everything(make, status):
+    mw = make(FakeWeb({"http://a.test/robots.txt": (status, RULES)}))
+    assert outcome(mw, "http://a.test/private/x") == "allowed"
+
+
+@pytest.mark.parametrize(
+    "answer", [(500, b""), (503, RULES), TimeoutError(), ConnectionRefusedError()], ids=str
+)
+def test_unreachable_disallows_then_retries_with_backoff(make, clock, answer):
+    web = FakeWeb({"http://a.test/robots.txt": answer})
+    mw = make(web, IRL_ROBOTS_RETRY_DELAY=10, IRL_ROBOTS_RETRY_MAX_DELAY=25)
+    assert outcome(mw, "http://a.test/x").startswith("robots.txt unreachable")
+    assert stat(mw, "irl_robots/unreachable_dropped") == 1
+    clock.now += 9
+    assert outcome(mw, "http://a.test/x").startswith("robots.txt unreachable")
+    assert len(web.requested) == 1  # still backing off
+    clock.now += 2
+    outcome(mw, "http://a.test/x")
+    assert len(web.requested) == 2  # retried after 10 s; next back-off 20 s
+    clock.now += 19
+    outcome(mw, "http://a.test/x")
+    assert len(web.requested) == 2
+    clock.now += 2
+    outcome(mw, "http://a.test/x")
+    clock.now += 24  # capped at 25 s, not 40 s
+    outcome(mw, "http://a.test/x")
+    assert len(web.requested) == 3
+    clock.now += 2
+    outcome(mw, "http://a.test/x")
+    assert len(web.requested) == 4
+    web.answers["http://a.test/robots.txt"] = (200, RULES)
+    clock.now += 26
+    assert outcome(mw, "http://a.test/x") == "allowed"
+
+
+def test_recent_copy_stays_in_force_when_unreachable(make, clock):
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
+    mw = make(web, IRL_ROBOTS_TTL=100, IRL_ROBOTS_STALE_TTL=1000)
+    outcome(mw, "http://a.test/")
+    web.answers["http://a.test/robots.txt"] = (503, b"")
+    clock.now += 101
+    assert outcome(mw, "http://a.test/page") == "allowed"
+    assert outcome(mw, "http://a.test/private/1") == "Forbidden by robots.txt"
+    assert stat(mw, "irl_robots/stale_used") == 1
+    clock.now += 1000  # the copy is now too old
+    assert outcome(mw, "http://a.test/page").startswith("robots.txt unreachable")
+
+
+def test_redirects_followed_up_to_five(make):
+    answers = {
+        f"http://a.test/r{i}": (301, b"", {"Location": f"/r{i + 1}"}) for i in range(1, 5)
+    }
+    answers["http://a.test/robots.txt"] = (301, b"", {"Location": "http://b.test/r1"})
+    answers["http://b.test/r1"] = (302, b"", {"Location": "http://a.test/r2"})
+    answers["http://a.test/r5"] = (200, b"User-agent: *\nDisallow: /\n")
+    mw = make(FakeWeb(answers))
+    assert outcome(mw, "http://a.test/x") == "Forbidden by robots.txt"  # 5 redirects: followed
+    assert stat(mw, "irl_robots/redirects") == 5
+
+
+def test_more_than_five_redirects_mean_unavailable(make):
+    answers = {f"http://a.test/r{i}": (301, b"", {"Location": f"/r{i + 1}"}) for i in range(1, 10)}
+    answers["http://a.test/robots.txt"] = (301, b"", {"Location": "/r1"})
+    web = FakeWeb(answers)
+    mw = make(web)
+    assert outcome(mw, "http://a.test/x") == "allowed"
+    assert len(web.requested) == 6
+    assert stat(mw, "irl_robots/redirect_limit") == 1
+
+
+def test_only_first_max_bytes_are_parsed(make):
+    head = b"User-agent: *\nDisallow: /private/\n"
+    body = head + b"# filler\n" * 2000 + b"Disallow: /\n"
+    mw = make(FakeWeb({"http://a.test/robots.txt": (200, body)}), IRL_ROBOTS_MAX_BYTES=len(head) + 100)
+    assert outcome(mw, "http://a.test/page") == "allowed"
+    assert outcome(mw, "http://a.test/private/") == "Forbidden by robots.txt"
+    assert stat(mw, "irl_robots/truncated") == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"GIF89a\xd3\x00\xfe\x00\xa2", b"\xff\xfe\x00garbage<html>", b"<html><body>Disallow is a word</body></html>"],
+)
+def test_garbage_means_no_rules(make, body):
+    mw = make(FakeWeb({"http://a.test/robots.txt": (200, body)}))
+    assert outcome(mw, "http://a.test/private/x") == "allowed"
+
+
+def test_ignored_robots_request_allows_without_caching(make):
+    from scrapy.exceptions import IgnoreRequest as Ignore
+
+    web = FakeWeb({"http://a.test/robots.txt": Ignore("offsite")})
+    mw = make(web)
+    assert outcome(mw, "http://a.test/x") == "allowed"
+    assert outcome(mw, "http://a.test/y") == "allowed"
+    assert len(web.requested) == 2
+    assert stat(mw, "irl_robots/fetch_ignored") == 2
+
+
+def test_meta_data_and_file_urls_skip_robots(make):
+    web = FakeWeb({"http://a.test/robots.txt": (200, b"User-agent: *\nDisallow: /\n")})
+    mw = make(web)
+    assert outcome(mw, "http://a.test/x", dont_obey_robotstxt=True) == "allowed"
+    assert outcome(mw, "data:text/plain,hi") == "allowed"
+    assert outcome(mw, "file:///etc/hostname") == "allowed"
+    assert web.requested == []
+
+
+def test_user_agent_groups(make):
+    body = b"User-agent: irlbot\nDisallow: /\n\nUser-agent: *\nDisallow: /private/\n"
+    web = FakeWeb({"http://a.test/robots.txt": (200, body)})
+    mw = make(web, ROBOTSTXT_USER_AGENT="IRLbot")
+    assert outcome(mw, "http://a.test/page") == "Forbidden by robots.txt"
+    other = make(web, USER_AGENT="OtherBot/1.0", IRL_HOSTS_DIR=str(mw.store.path) + "-2")
+    assert outcome(other, "http://a.test/page") == "allowed"
+
+
+def test_ram_is_bounded_by_the_lru(make):
+    web = FakeWeb({f"http://h{i}.test/robots.txt": (200, RULES) for i in range(200)})
+    mw = make(web, IRL_ROBOTS_MEMORY_ENTRIES=16)
+    for i in range(200):
+        assert outcome(mw, f"http://h{i}.test/private/x") == "Forbidden by robots.txt"
+    assert len(mw.cache) == 16
+    for i in range(200):  # evicted origins come back from LevelDB, not the network
+        assert outcome(mw, f"http://h{i}.test/ok") == "allowed"
+    assert len(web.requested) == 200
+    assert stat(mw, "irl_robots/cache/store_hit") >= 184
+
+
+def test_crawl_delay_and_request_rate(make):
+    web = FakeWeb(
+        {
+            "http://a.test/robots.txt": (200, RULES),
+            "http://b.test/robots.txt": (200, b"User-agent: *\nRequest-rate: 1/5\nCrawl-delay: 1\n"),
+            "http://c.test/robots.txt": (200, b"User-agent: *\nDisallow: /x\n"),
+        }
+    )
+    mw = make(web)
+    for host in "abc":
+        outcome(mw, f"http://{host}.test/")
+    assert mw.crawl_delay(Request("http://a.test/")) == 2.0
+    assert mw.crawl_delay(Request("http://b.test/")) == 5.0
+    assert mw.crawl_delay(Request("http://c.test/")) is None
+    assert mw.crawl_delay(Request("http://unknown.test/")) is None
+    assert robots_for(mw.crawler) is mw
+
+
+def test_corrupt_record_is_refetched(make):
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
+    first = make(web)
+    outcome(first, "http://a.test/")
+    first.store._db.put(b"Rhttp://a.test", b"\x07junk")  # a record of an unknown version
+    first.cache._lru.clear()
+    assert outcome(first, "http://a.test/private/") == "Forbidden by robots.txt"
+    assert len(web.requested) == 2
+    assert stat(first, "irl_robots/cache/corrupt_record") == 1
+
+
+def test_store_shared_between_middlewares_of_a_process(make):
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
+    one, two = make(web), make(web)
+    assert one.store is two.store
+    outcome(one, "http://a.test/")
+    assert outcome(two, "http://a.test/private/") == "Forbidden by robots.txt"
+    assert len(web.requested) == 1
+    one._spider_closed()
+    assert not two.store.closed
+    two._spider_closed()
+    assert isinstance(two.store, HostStore) and two.store.closed

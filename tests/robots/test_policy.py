@@ -1,0 +1,65 @@
+"""RFC 9309 decisions of RobotsPolicy, with made-up times."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scrapy_irl.hosts.records import RobotsKind
+from scrapy_irl.robots.policy import NO_RESPONSE, RobotsPolicy
+
+P = RobotsPolicy(ttl=100, max_bytes=10, retry_delay=5, retry_max_delay=60, stale_ttl=500)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(200, RobotsKind.RULES), (204, RobotsKind.RULES), (301, RobotsKind.ALLOW_ALL),
+     (404, RobotsKind.ALLOW_ALL), (403, RobotsKind.ALLOW_ALL), (500, RobotsKind.DISALLOW_ALL),
+     (503, RobotsKind.DISALLOW_ALL), (NO_RESPONSE, RobotsKind.DISALLOW_ALL), (999, RobotsKind.DISALLOW_ALL)],
+)
+def test_status_classes(status, kind):
+    record = P.on_response(status, b"x" * 50, 1000.0, None)
+    assert record.kind == kind
+    if kind != RobotsKind.DISALLOW_ALL:
+        assert record.expires_at == 1100.0
+    if kind == RobotsKind.RULES:
+        assert record.body == b"x" * 10
+
+
+def test_backoff_doubles_and_caps():
+    assert [P.backoff(n) for n in range(1, 7)] == [5, 10, 20, 40, 60, 60]
+    assert P.backoff(10_000) == 60
+
+
+@given(st.integers(1, 200))
+def test_failure_sequence_expiry(failures):
+    record = None
+    for _ in range(failures):
+        record = P.on_failure(503, 0.0, record)
+    assert record.failures == failures
+    assert record.expires_at == P.backoff(failures)
+
+
+def test_good_copy_kept_until_stale_then_disallow():
+    good = P.on_response(200, b"rules", 0.0, None)
+    kept = P.on_failure(503, 400.0, good)
+    assert kept.kind == RobotsKind.RULES and kept.body == b"rules" and kept.failures == 1
+    assert kept.expires_at == 405.0 and kept.fetched_at == 0.0
+    gone = P.on_failure(503, 501.0, kept)
+    assert gone.kind == RobotsKind.DISALLOW_ALL and gone.failures == 2 and gone.expires_at == 511.0
+
+
+def test_success_resets_failures():
+    failed = P.on_failure(NO_RESPONSE, 0.0, None)
+    assert P.on_response(200, b"", 10.0, failed).failures == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"ttl": 0}, {"max_bytes": 0}, {"max_redirects": -1}, {"retry_delay": 0},
+     {"retry_delay": 10, "retry_max_delay": 5}, {"stale_ttl": -1}],
+)
+def test_invalid_settings_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        RobotsPolicy(**kwargs)

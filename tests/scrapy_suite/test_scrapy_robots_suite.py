@@ -1,0 +1,68 @@
+"""Scrapy's own robots middleware tests, run against RobotsCacheMiddleware.
+
+The tests come from the source distribution of the installed Scrapy version (fetched
+from PyPI into a cache directory), unchanged; ``irl_swap_plugin`` rebinds the class
+they test. The outcome must be exactly: every test passes except the listed deliberate
+differences, which must fail (so the list stays true).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import scrapy
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("IRL_SCRAPY_SDIST_CACHE", Path.home() / ".cache" / "scrapy-irl" / "sdist"))
+
+#: Tests whose stock behaviour we change on purpose, and why (also in docs/robots.rst).
+DELIBERATE = {
+    # A DNS failure fetching robots.txt is a network error: RFC 9309 section 2.3.1.4 says
+    # "unreachable: assume complete disallow" (retried with back-off). Stock allows all.
+    "test_robotstxt_error": "DNS error on robots.txt means disallow (RFC 9309), stock allows",
+    "test_robotstxt_immediate_error": "same, for an error raised before any I/O",
+}
+
+
+def scrapy_sdist_tests(work: Path) -> Path:
+    """Scrapy's tests/, conftest.py and pyproject.toml of the installed version, in ``work``."""
+    version = scrapy.__version__
+    archive = CACHE / f"scrapy-{version}.tar.gz"
+    if not archive.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", f"scrapy=={version}", "--no-deps",
+             "--no-binary", ":all:", "-d", str(CACHE), "-q"],
+            check=True, timeout=300,
+        )
+    root = f"scrapy-{version}"
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers()
+                   if m.name.startswith((f"{root}/tests/", f"{root}/conftest.py", f"{root}/pyproject.toml"))]
+        tar.extractall(work, members=members, filter="data")
+    suite = work / root
+    shutil.copy(HERE / "irl_swap_plugin.py", suite / "irl_swap_plugin.py")
+    return suite
+
+
+def test_scrapy_robotstxt_middleware_tests(tmp_path: Path) -> None:
+    suite = scrapy_sdist_tests(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "irl_swap_plugin", "-p", "no:cacheprovider",
+         "-rA", "-q", "-s", "tests/test_downloadermiddleware_robotstxt.py"],
+        cwd=suite, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    out = proc.stdout
+    assert "RobotsTxtMiddleware -> scrapy_irl.robots.middleware.RobotsCacheMiddleware" in out, out[-3000:]
+    passed = set(re.findall(r"^PASSED \S+::TestRobotsTxtMiddleware::(\w+)", out, re.MULTILINE))
+    failed = set(re.findall(r"^FAILED \S+::TestRobotsTxtMiddleware::(\w+)", out, re.MULTILINE))
+    assert failed == set(DELIBERATE), out[-5000:]
+    assert len(passed) >= 12, out[-3000:]
+    assert not passed & failed

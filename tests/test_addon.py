@@ -1,0 +1,35 @@
+"""The add-on switches scrapy-irl's components on without overriding the project."""
+
+from __future__ import annotations
+
+from scrapy.settings import Settings
+from scrapy.utils.misc import load_object
+from scrapy.utils.test import get_crawler
+
+from scrapy_irl.addon import DOWNLOADER_MIDDLEWARES, STOCK_ROBOTS
+
+
+def build(settings: dict) -> Settings:
+    crawler = get_crawler(settings_dict={"ADDONS": {"scrapy_irl.Addon": 0}, **settings})
+    crawler._apply_settings()
+    return crawler.settings
+
+
+def middlewares(settings: Settings) -> dict:
+    merged = settings.getwithbase("DOWNLOADER_MIDDLEWARES")
+    return {(k if isinstance(k, str) else f"{k.__module__}.{k.__qualname__}"): v for k, v in merged.items()}
+
+
+def test_addon_swaps_robots_middleware_and_adds_ours():
+    settings = build({})
+    mws = middlewares(settings)
+    assert mws[STOCK_ROBOTS] is None
+    for path, priority in DOWNLOADER_MIDDLEWARES.items():
+        assert mws[path] == priority
+        load_object(path)
+    assert settings["DUPEFILTER_CLASS"] == "scrapy_irl.dupefilter.DrumDupeFilter"
+
+
+def test_project_choices_win():
+    settings = build({"DOWNLOADER_MIDDLEWARES": {"scrapy_irl.robots.crawl_delay.CrawlDelayMiddleware": None}})
+    assert middlewares(settings)["scrapy_irl.robots.crawl_delay.CrawlDelayMiddleware"] is None
