@@ -30,6 +30,11 @@ class Addon:
         settings.set(
             "DUPEFILTER_CLASS", "scrapy_irl.dupefilter.DrumDupeFilter", priority="addon"
         )
+        # The IRL scheduler is the only politeness authority: the downloader must not add
+        # delays of its own (IrlScheduler.open warns when a project setting still does).
+        settings.set("SCHEDULER", "scrapy_irl.scheduler.IrlScheduler", priority="addon")
+        settings.set("DOWNLOAD_DELAY", 0, priority="addon")
+        settings.set("AUTOTHROTTLE_ENABLED", False, priority="addon")
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
         if STOCK_ROBOTS not in middlewares:  # the project did not place it itself
             settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(STOCK_ROBOTS), None)

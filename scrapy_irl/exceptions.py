@@ -26,3 +26,7 @@ class HostStoreError(IrlError):
     Raised when the directory is locked by another process, the database is corrupt, or
     it was written by a newer format version than this scrapy-irl understands.
     """
+
+
+class FrontierCorruptionError(IrlError):
+    """A BEAST queue file or its STATE failed validation (bad checksum, impossible cursor)."""

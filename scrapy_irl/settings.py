@@ -69,6 +69,49 @@ IRL_DNS_TIMEOUT = 10.0
 # DNS records kept in RAM (LRU) in front of the host store.
 IRL_DNS_MEMORY_ENTRIES = 10_000
 
+# --- IRL scheduler (scrapy_irl.scheduler.IrlScheduler) -------------------------------------
+# Directory of the frontier (URLseen, STAR, BEAST); empty means JOBDIR/irl, or a temporary
+# directory removed at close when there is no JOBDIR.
+IRL_FRONTIER_DIR = ""
+# tau_h: seconds between request starts to one host, for PLDs with the base budget B_0.
+IRL_HOST_DELAY = 10.0
+# tau_h^0: the smallest tau_h, reached by high-budget PLDs (a host's Crawl-delay can raise it).
+IRL_HOST_DELAY_MIN = 2.0
+# tau_s: seconds between request starts to one IP, for servers of base-budget PLDs.
+IRL_IP_DELAY = 1.0
+# tau_s^0: the smallest tau_s, for servers whose PLDs have large budgets.
+IRL_IP_DELAY_MIN = 0.25
+# Seconds added to tau_h and tau_s: the scheduler records a start when the request reaches
+# Scrapy's downloader, a few milliseconds before its bytes reach the server.
+IRL_POLITENESS_MARGIN = 0.1
+# Requests in flight at once to one IP address (1: the next request to a server is timed
+# from the measured start of the previous one, so tau_s holds even when the reactor lags).
+IRL_IP_MAX_IN_FLIGHT = 1
+# F(d_x): "log", "linear", "constant", or the dotted path of a function d -> budget.
+IRL_BUDGET_FUNCTION = "log"
+# B_0: budget of a PLD nobody links to (pages per BEAST queue period).
+IRL_BUDGET_BASE = 10
+# Pages added per linking PLD ("linear") or per doubling of in-degree ("log").
+IRL_BUDGET_PER_DEGREE = 10
+# Largest budget any PLD gets.
+IRL_BUDGET_MAX = 10_000
+# PLD in-degrees kept in RAM (LRU) for tau_h scaling; others count as B_0 until seen again.
+IRL_STAR_CACHE_ENTRIES = 100_000
+# j at the start: BEAST queues Q_1..Q_j (doubles at each re-read of Q_F).
+IRL_BEAST_QUEUES = 2
+# Largest j.
+IRL_BEAST_MAX_QUEUES = 64
+# Requests held in RAM in host queues and DNS/robots waits (lazy loading bound).
+IRL_FRONTIER_RAM_REQUESTS = 5_000
+# r of the scheduler's URLseen: bucket bytes that trigger a merge (larger batches, fewer passes).
+IRL_FRONTIER_URLSEEN_BUCKET_BYTES = 1024 * 1024
+# Seconds after which a handed-out request that never reached the downloader frees its host.
+IRL_HANDOUT_TIMEOUT = 60.0
+# Least seconds between merges forced because the downloader would idle.
+IRL_IDLE_MERGE_INTERVAL = 1.0
+# PLDs listed in the close-time table (largest in-degree first).
+IRL_REPORT_TOP_PLDS = 20
+
 # --- simweb (the simulated web; read by its DNS resolver and the broad spider) ------------
 # JSON file describing the web (written by ``python -m scrapy_irl.simweb --config-out``);
 # when set it wins over the size/seed/plds/port settings below.

@@ -109,6 +109,10 @@ def test_addon_selects_the_filter():
     assert settings["DUPEFILTER_CLASS"] == "my.Filter"  # the project's choice wins
 
 
+#: These crawls test the dupefilter under Scrapy's own scheduler (the add-on selects ours).
+STOCK_SCHEDULER = "scrapy.core.scheduler.Scheduler"
+
+
 def crawl(config: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
@@ -126,7 +130,7 @@ def test_real_crawl_drops_duplicates_and_honours_dont_filter(tmp_path: Path):
         stats = crawl({
             "start": [f"{site.base_url}/page/1"],
             "again": [f"{site.base_url}/page/1"],
-            "settings": {"ADDONS": {"scrapy_irl.Addon": 0},
+            "settings": {"ADDONS": {"scrapy_irl.Addon": 0}, "SCHEDULER": STOCK_SCHEDULER,
                          "IRL_URLSEEN_BUCKETS": 2, "IRL_URLSEEN_BUFFER_BYTES": 90,
                          "IRL_URLSEEN_BUCKET_BYTES": 400},  # tiny M and r: merges mid-crawl
         })
@@ -142,7 +146,7 @@ def test_real_crawl_drops_duplicates_and_honours_dont_filter(tmp_path: Path):
 @pytest.mark.slow
 def test_jobdir_resume_does_not_refetch(tmp_path: Path):
     jobdir = str(tmp_path / "job")
-    settings = {"ADDONS": {"scrapy_irl.Addon": 0}, "JOBDIR": jobdir}
+    settings = {"ADDONS": {"scrapy_irl.Addon": 0}, "SCHEDULER": STOCK_SCHEDULER, "JOBDIR": jobdir}
     with loopback_site(size=40) as site:
         crawl({"start": [f"{site.base_url}/page/1"], "settings": settings})
         first = dict(site.hits)

@@ -19,6 +19,9 @@ def run_broad(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "scrapy", "crawl", "broad",
          "-s", "IRL_SIMWEB_SIZE=tiny", "-s", "CLOSESPIDER_PAGECOUNT=150",
          "-s", "CLOSESPIDER_TIMEOUT=60", "-s", f"JOBDIR={tmp_path / 'job'}",
+         # short politeness delays keep these crawls quick; the judge checks them elsewhere
+         "-s", "IRL_HOST_DELAY=1", "-s", "IRL_HOST_DELAY_MIN=0.5",
+         "-s", "IRL_IP_DELAY=0.2", "-s", "IRL_IP_DELAY_MIN=0.1",
          "-a", f"requests_log={tmp_path / 'requests.log'}", *args],
         cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180,
     )
@@ -35,6 +38,7 @@ def test_broad_crawls_simweb_and_judges_it(tmp_path: Path) -> None:
     assert "spider_exceptions" not in log
     assert (tmp_path / "requests.log").stat().st_size > 0
     assert (tmp_path / "job" / "irl" / "urlseen" / "MANIFEST").exists()
+    assert (tmp_path / "job" / "irl" / "beast" / "STATE").exists()
 
 
 @pytest.mark.slow

@@ -103,6 +103,10 @@ class RobotsCacheMiddleware:
             on_event=lambda name: self._inc(f"cache/{name}"),
         )
         self._fetching: dict[str, list[Deferred[CachedRobots | None]]] = {}
+        #: Called before each redirect hop of a robots.txt fetch with the next URL; returns
+        #: a Deferred firing when the hop may start. The IRL scheduler sets it so that hops
+        #: respect its host and IP delays; None follows redirects at once.
+        self.hop_gate: Callable[[str], Deferred[None]] | None = None
         self._closed = False
         _BY_CRAWLER[id(crawler)] = self
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
@@ -252,6 +256,8 @@ class RobotsCacheMiddleware:
                 if hop < self.policy.max_redirects:
                     self._inc("redirects")
                     url = urljoin(response.url, location.decode("latin-1"))
+                    if self.hop_gate is not None:
+                        await maybe_deferred_to_future(self.hop_gate(url))
                     continue
                 self._inc("redirect_limit")
             return await self._store_response(

@@ -1,0 +1,432 @@
+"""BEAST: budget enforcement with disk queues Q_1..Q_j and Q_F (thesis chapter VII section 2).
+
+Each entry carries the (B_x, P_x) STAR attached to its URL. While Q_c is read, an entry
+with k = floor(P_x / B_x) goes to the k-th queue after Q_c (wrapping around the ring), if
+k < j - 1, else to Q_F: the first B_x URLs of a PLD to the next queue, the next B_x to the
+one after, and so on. When the last queue of the ring has been read, Q_F is re-read and
+split into j new queues (j doubles, up to ``max_queues``) with budgets recomputed; entries
+that still do not fit form the new Q_F. Q_F is thus re-read at exponentially growing
+intervals, and nothing is discarded for budget reasons. When every queue is empty the
+cycle is fast-forwarded, and the split of Q_F starts at its smallest k, so the crawl
+always progresses.
+
+On disk (``directory``): one append-only file per queue, ``q<id>.beast``, of CRC-framed
+batches (see :mod:`scrapy_irl.drum.records`), each entry ``<B_x u32><P_x u32><record>``;
+and ``STATE``, a checksummed JSON written atomically, with the ring, Q_F, and per queue
+the read position of its oldest entry still held in RAM by the caller plus the entries
+after it already finished (so a restart re-reads exactly what was not finished). Writes
+are buffered and made durable by :meth:`sync` (the scheduler calls it every
+``IRL_DRUM_FLUSH_INTERVAL``). A torn tail (kill -9 during a write) is cut on open; a bad
+checksum raises :class:`~scrapy_irl.exceptions.FrontierCorruptionError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scrapy_irl.drum.manifest import fsync_directory
+from scrapy_irl.drum.records import decode_aux, encode_aux, encode_frame, scan_frames
+from scrapy_irl.exceptions import DrumCorruptionError, FrontierCorruptionError
+
+MAGIC = b"BQE1"
+STATE_VERSION = 1
+_ENTRY = struct.Struct("<II")
+
+Token = tuple[int, int, int]  # queue id, frame offset, index in frame
+Rebudget = Callable[[bytes], "int | None"]
+
+
+class _Queue:
+    """One queue file: buffered appends, a read cursor, and the entries handed out."""
+
+    def __init__(self, directory: Path, qid: int, *, read_at: int = 0, skip_index: int = 0,
+                 finished: set[tuple[int, int]] | None = None) -> None:  # fmt: skip
+        self.qid = qid
+        self.path = directory / f"q{qid:08d}.beast"
+        self.buffer: list[bytes] = []
+        self.buffer_bytes = 0
+        self.read_offset = read_at  # next frame to load
+        self.frame: list[bytes] = []
+        self.frame_offset = read_at
+        self.frame_index = 0
+        self.skip_index = skip_index  # entries of the first frame already finished
+        self._first_offset = read_at if skip_index else -1
+        self.finished = (
+            finished or set()
+        )  # (frame offset, index) finished past the cursor
+        self.outstanding: OrderedDict[tuple[int, int], None] = OrderedDict()
+        self.size = 0  # entries written and not yet read
+        self.torn_bytes = 0
+        if self.path.exists():
+            self._recover()
+        else:
+            self.path.touch()
+
+    def _recover(self) -> None:
+        data = self.path.read_bytes()
+        try:
+            scan = scan_frames(data, MAGIC, str(self.path))
+        except DrumCorruptionError as exc:
+            raise FrontierCorruptionError(str(exc)) from exc
+        if scan.torn_bytes:
+            self.torn_bytes = scan.torn_bytes
+            with open(self.path, "r+b") as handle:
+                handle.truncate(scan.valid_length)
+        start = 0
+        for frame in scan.frames:
+            if start >= self.read_offset:
+                self.size += frame.count
+            start = frame.end
+        if self.read_offset > scan.valid_length:
+            raise FrontierCorruptionError(
+                f"{self.path}: STATE points past the end of the queue"
+            )
+        self.size -= self.skip_index + sum(
+            1 for off, _ in self.finished if off >= self.read_offset
+        )
+
+    def append(self, entry: bytes) -> None:
+        self.buffer.append(entry)
+        self.buffer_bytes += len(entry)
+        self.size += 1
+
+    def write_buffer(self) -> int:
+        if not self.buffer:
+            return 0
+        frame = encode_frame(MAGIC, len(self.buffer), encode_aux(self.buffer))
+        with open(self.path, "ab") as handle:
+            handle.write(frame)
+        self.buffer, self.buffer_bytes = [], 0
+        return len(frame)
+
+    def _load_frame(self) -> bool:
+        self.write_buffer()  # reading must see everything pushed so far
+        with open(self.path, "rb") as handle:
+            handle.seek(self.read_offset)
+            head = handle.read(16)
+            if len(head) < 16:
+                return False
+            magic, count, length, crc = struct.unpack("<4sIII", head)
+            payload = handle.read(length)
+        if magic != MAGIC or len(payload) != length or zlib.crc32(payload) != crc:
+            raise FrontierCorruptionError(
+                f"{self.path}: bad frame at offset {self.read_offset}"
+            )
+        try:
+            offsets, blob = decode_aux(payload, count, str(self.path))
+        except DrumCorruptionError as exc:
+            raise FrontierCorruptionError(str(exc)) from exc
+        self.frame = [blob[offsets[i] : offsets[i + 1]] for i in range(count)]
+        self.frame_offset = self.read_offset
+        self.frame_index = 0
+        self.read_offset += 16 + length
+        return True
+
+    def pop(self) -> tuple[bytes, Token] | None:
+        for _ in range(1 << 20):  # bounded: each turn consumes an entry or a frame
+            if self.frame_index < len(self.frame):
+                index = self.frame_index
+                self.frame_index += 1
+                if self.frame_offset == self._first_offset and index < self.skip_index:
+                    continue
+                if (self.frame_offset, index) in self.finished:
+                    self.finished.discard((self.frame_offset, index))
+                    continue
+                self.size -= 1
+                key = (self.frame_offset, index)
+                self.outstanding[key] = None
+                return self.frame[index], (self.qid, self.frame_offset, index)
+            if not self._load_frame():
+                return None
+        return None
+
+    def cursor(self) -> tuple[int, int, list[tuple[int, int]]]:
+        """(frame offset, skip index, finished entries past it) to resume from."""
+        if self.outstanding:
+            offset, index = next(iter(self.outstanding))
+            return offset, index, sorted(self.finished)
+        if self.frame_index < len(self.frame):
+            return self.frame_offset, self.frame_index, sorted(self.finished)
+        return self.read_offset, 0, sorted(self.finished)
+
+    def done(self, offset: int, index: int) -> None:
+        self.outstanding.pop((offset, index), None)
+        if self.outstanding:
+            first = next(iter(self.outstanding))
+            if (offset, index) > first:
+                self.finished.add((offset, index))
+                return
+        # nothing older is outstanding: drop finished marks below the new cursor
+        cut = self.cursor()[:2]
+        self.finished = {f for f in self.finished if f >= cut}
+
+    @property
+    def exhausted(self) -> bool:
+        return self.size <= 0 and not self.buffer
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+class Beast:
+    """The ring of queues Q_1..Q_j plus Q_F, persisted in ``directory``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        initial_queues: int = 2,
+        max_queues: int = 64,
+        buffer_bytes: int = 256 * 1024,
+        fsync: bool = True,
+        rebudget: Rebudget | None = None,
+    ) -> None:
+        if not 2 <= initial_queues <= max_queues:
+            raise ValueError(
+                f"need 2 <= IRL_BEAST_QUEUES <= IRL_BEAST_MAX_QUEUES, got {initial_queues}, {max_queues}"
+            )
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.max_queues = max_queues
+        self.buffer_bytes = buffer_bytes
+        self.fsync = fsync
+        self.rebudget = rebudget
+        self.rescans = 0
+        self.placed_in_qf = 0
+        self.requeued = 0
+        self._queues: dict[int, _Queue] = {}
+        self._draining: list[_Queue] = []
+        state = self._read_state()
+        if state is None:
+            self._next_id = 0
+            self.ring = [self._new_queue() for _ in range(initial_queues)]
+            self.current = 0
+            self.qf = self._new_queue()
+            self.front = self._new_queue()  # requeued at a graceful stop: read first
+            self.save()
+        else:
+            self._restore(state)
+        self._remove_strays()
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def j(self) -> int:
+        return len(self.ring)
+
+    def _new_queue(self, **cursor: Any) -> _Queue:
+        qid = self._next_id
+        self._next_id += 1
+        queue = _Queue(self.directory, qid, **cursor)
+        self._queues[qid] = queue
+        return queue
+
+    def _state_path(self) -> Path:
+        return self.directory / "STATE"
+
+    def _read_state(self) -> dict[str, Any] | None:
+        path = self._state_path()
+        if not path.exists():
+            return None
+        try:
+            wrapper = json.loads(path.read_text())
+            body = wrapper["body"]
+            if (
+                zlib.crc32(json.dumps(body, sort_keys=True).encode())
+                != wrapper["crc32"]
+            ):
+                raise ValueError("checksum mismatch")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FrontierCorruptionError(
+                f"{path}: unreadable BEAST state ({exc})"
+            ) from exc
+        if body.get("version", 0) > STATE_VERSION:
+            raise FrontierCorruptionError(
+                f"{path}: written by BEAST format {body['version']}; this scrapy-irl reads {STATE_VERSION}"
+            )
+        return body  # type: ignore[no-any-return]
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self._next_id = state["next_id"]
+        cursors = state["cursors"]
+
+        def load(qid: int) -> _Queue:
+            offset, skip, finished = cursors.get(str(qid), (0, 0, []))
+            queue = _Queue(self.directory, qid, read_at=offset, skip_index=skip,
+                           finished={(int(f[0]), int(f[1])) for f in finished})  # fmt: skip
+            self._queues[qid] = queue
+            return queue
+
+        self.ring = [load(q) for q in state["ring"]]
+        self.current = state["current"]
+        self.qf = load(state["qf"])
+        self.front = load(state["front"])
+        self._draining = [load(q) for q in state["draining"]]
+        self.rescans = state.get("rescans", 0)
+
+    def _remove_strays(self) -> None:
+        known = {q.path.name for q in self._queues.values()}
+        for path in self.directory.glob("q*.beast"):
+            if path.name not in known:
+                path.unlink()
+
+    def save(self) -> None:
+        """Write buffered entries, then commit STATE atomically (call at least every second)."""
+        for queue in self._queues.values():
+            queue.write_buffer()
+        if self.fsync:
+            for queue in self._queues.values():
+                fd = os.open(queue.path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        body = {
+            "version": STATE_VERSION,
+            "next_id": self._next_id,
+            "ring": [q.qid for q in self.ring],
+            "current": self.current,
+            "qf": self.qf.qid,
+            "front": self.front.qid,
+            "draining": [q.qid for q in self._draining],
+            "rescans": self.rescans,
+            "cursors": {str(q.qid): list(q.cursor()) for q in self._queues.values()},
+        }
+        text = json.dumps(
+            {
+                "body": body,
+                "crc32": zlib.crc32(json.dumps(body, sort_keys=True).encode()),
+            }
+        )
+        tmp = self._state_path().with_suffix(".tmp")
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            if self.fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, self._state_path())
+        if self.fsync:
+            fsync_directory(self.directory)
+        for queue in [q for q in self._draining if not q.outstanding and q.exhausted]:
+            self._draining.remove(queue)
+            del self._queues[queue.qid]
+            queue.delete()
+
+    sync = save
+
+    # -- placement -------------------------------------------------------------------------
+    def push(self, record: bytes, budget: int, admitted: int) -> None:
+        """Place a unique URL's record by its PLD's budget B_x and admitted count P_x."""
+        budget = max(1, int(budget))
+        k = int(admitted) // budget
+        entry = _ENTRY.pack(budget, min(int(admitted), 0xFFFFFFFF)) + record
+        if k < self.j - 1:
+            target = self.ring[(self.current + 1 + k) % self.j]
+        else:
+            target = self.qf
+            self.placed_in_qf += 1
+        self._append(target, entry)
+
+    def requeue(self, record: bytes) -> None:
+        """Put back a record taken from BEAST but not crawled (graceful stop): read first."""
+        self.requeued += 1
+        self._append(self.front, _ENTRY.pack(1, 0) + record)
+
+    def _append(self, queue: _Queue, entry: bytes) -> None:
+        queue.append(entry)
+        if queue.buffer_bytes >= self.buffer_bytes:
+            queue.write_buffer()
+
+    # -- reading ---------------------------------------------------------------------------
+    def pop(self) -> tuple[bytes, Token] | None:
+        """The next record to crawl and its token (pass it to :meth:`done` once it left RAM)."""
+        got = self.front.pop()
+        if got is not None:
+            return got[0][_ENTRY.size :], got[1]
+        for _ in range(4 * self.max_queues + 4):  # bounded: a few full cycles at most
+            queue = self.ring[self.current]
+            got = queue.pop()
+            if got is not None:
+                return got[0][_ENTRY.size :], got[1]
+            self._advance()
+            if all(q.exhausted for q in self.ring) and self.qf.exhausted:
+                return None
+        return None
+
+    def _advance(self) -> None:
+        """Q_c is empty: retire its file and move on; past Q_j, re-read Q_F."""
+        old = self.ring[self.current]
+        self._draining.append(old)
+        self.ring[self.current] = self._new_queue()
+        self.current += 1
+        if self.current == self.j:
+            self.current = 0
+            if not self.qf.exhausted:
+                self._rescan()
+
+    def _rescan(self) -> None:
+        """Split Q_F into j new queues (j doubles, capped) and a new Q_F."""
+        self.rescans += 1
+        old_qf, old_j = self.qf, self.j
+        entries: list[tuple[int, int, bytes]] = []
+        for _ in range(1 << 30):
+            got = old_qf.pop()
+            if got is None:
+                break
+            entry, token = got
+            old_qf.done(token[1], token[2])
+            budget, admitted = _ENTRY.unpack_from(entry)
+            record = entry[_ENTRY.size :]
+            if self.rebudget is not None:
+                fresh = self.rebudget(record)
+                if fresh:
+                    budget = max(1, int(fresh))
+            entries.append((admitted // budget, budget, admitted, record))
+        self._draining.append(old_qf)
+        self.qf = self._new_queue()
+        grow = min(old_j, self.max_queues - old_j)
+        first_new = old_j
+        if grow > 0:
+            self.ring.extend(self._new_queue() for _ in range(grow))
+        else:
+            first_new = 0  # at the cap: split into the existing ring, from Q_1
+        slots = self.j - first_new
+        everything_empty = all(q.exhausted for q in self.ring)
+        shift = (
+            min((e[0] for e in entries), default=0) if everything_empty else old_j - 1
+        )
+        for k, budget, admitted, record in entries:
+            offset = k - shift
+            entry = _ENTRY.pack(budget, admitted) + record
+            if 0 <= offset < slots:
+                self._append(self.ring[first_new + offset], entry)
+            else:
+                self._append(self.qf, entry)
+        if first_new:
+            self.current = first_new if everything_empty else 0
+
+    def done(self, token: Token) -> None:
+        """The record of ``token`` left RAM (crawled, dropped or requeued)."""
+        queue = self._queues.get(token[0])
+        if queue is not None:
+            queue.done(token[1], token[2])
+
+    # -- sizes -----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return sum(q.size for q in self.ring) + self.qf.size + self.front.size
+
+    def stats(self) -> dict[str, int]:
+        out = {"j": self.j, "current": self.current + 1, "qf": self.qf.size, "queued": len(self),
+               "rescans": self.rescans, "placed_in_qf": self.placed_in_qf}  # fmt: skip
+        for i, queue in enumerate(self.ring):
+            out[f"q{i + 1}"] = queue.size
+        return out
+
+    def close(self) -> None:
+        self.save()

@@ -1,0 +1,50 @@
+"""Budget functions F(d_x): PLD in-degree -> pages per BEAST period (thesis chapter VI).
+
+Every PLD starts at B_0 and its budget grows with its in-degree d_x (distinct linking
+PLDs). ``constant`` gives every PLD B_0 (round robin); ``linear`` adds ``per_degree`` pages
+per linking PLD; ``log`` grows with log2(1 + d) (the default: reputation matters, but a
+PLD with 1000 linking PLDs is not given 1000x the pages). A user callable (``"pkg.func"``
+taking d and returning a budget) is accepted too. Budgets are clamped to [1, ``maximum``].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+KINDS = ("constant", "linear", "log")
+
+
+@dataclass(frozen=True)
+class BudgetPolicy:
+    kind: str = "log"
+    base: float = 10.0  # B_0
+    per_degree: float = 10.0
+    maximum: float = 10_000.0
+    function: Callable[[int], float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.function is None and self.kind not in KINDS:
+            raise ValueError(
+                f"IRL_BUDGET_FUNCTION must be one of {KINDS} or a dotted path, got {self.kind!r}"
+            )
+        if self.base < 1 or self.maximum < self.base or self.per_degree < 0:
+            raise ValueError(
+                f"need 1 <= IRL_BUDGET_BASE <= IRL_BUDGET_MAX and IRL_BUDGET_PER_DEGREE >= 0, got "
+                f"{self.base}, {self.maximum}, {self.per_degree}"
+            )
+
+    def __call__(self, indegree: int) -> int:
+        d = max(0, int(indegree))
+        if self.function is not None:
+            value = float(self.function(d))
+        elif self.kind == "constant":
+            value = self.base
+        elif self.kind == "linear":
+            value = self.base + self.per_degree * d
+        else:
+            value = self.base + self.per_degree * math.log2(1 + d)
+        if not math.isfinite(value):
+            value = self.maximum
+        return int(min(self.maximum, max(1.0, value)))

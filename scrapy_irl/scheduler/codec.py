@@ -1,0 +1,60 @@
+"""Requests as bytes for DRUM aux and BEAST queues (Scrapy's own dict form, pickled).
+
+Same rules as Scrapy's disk queues: callbacks must be spider methods (or absent);
+anything else raises ValueError, and the scheduler keeps such requests in RAM instead,
+counting them in ``scheduler/unserializable`` like Scrapy's scheduler.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.request import request_from_dict
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+
+
+class RequestCodec:
+    """Encode/decode requests of one spider."""
+
+    def __init__(self, spider: Spider | None) -> None:
+        self.spider = spider
+
+    def encode(self, request: Request) -> bytes:
+        try:
+            data: dict[str, Any] = request.to_dict(spider=self.spider)
+            return pickle.dumps(data, protocol=5)
+        except (ValueError, TypeError, AttributeError, pickle.PicklingError) as exc:
+            raise ValueError(f"cannot serialize {request}: {exc}") from exc
+
+    def decode(self, blob: bytes) -> Request:
+        try:
+            data = pickle.loads(blob)  # noqa: S301 - our own files only
+            return request_from_dict(data, spider=self.spider)
+        except Exception as exc:  # noqa: BLE001 - reported as a clear ValueError
+            raise ValueError(
+                f"undecodable request record ({len(blob)} bytes): {exc}"
+            ) from exc
+
+
+_URL_LEN = 2  # bytes of the URL length prefix in a frontier record
+
+
+def pack_record(url: str, blob: bytes) -> bytes:
+    """A frontier record: the URL first, so routing (host, PLD) needs no unpickling."""
+    raw = url.encode("utf-8")
+    if len(raw) >= 1 << 16:
+        raise ValueError(f"URL of {len(raw)} bytes is too long to queue")
+    return len(raw).to_bytes(_URL_LEN, "little") + raw + blob
+
+
+def record_url(record: bytes) -> str:
+    size = int.from_bytes(record[:_URL_LEN], "little")
+    return record[_URL_LEN : _URL_LEN + size].decode("utf-8")
+
+
+def record_blob(record: bytes) -> bytes:
+    size = int.from_bytes(record[:_URL_LEN], "little")
+    return record[_URL_LEN + size :]

@@ -1,0 +1,262 @@
+"""The host heap and the IP heap of IRLbot (thesis chapter VII section 1; Polybot 3.4-3.5).
+
+Only hosts with work in RAM (or whose last request is too recent to forget) are held:
+each has a FIFO of pending items. A host is *due* when it has no request in flight and
+``tau_h`` has passed since its previous request started; an IP is *due* when ``tau_s`` has
+passed since its previous request started and fewer than ``max_in_flight`` requests to it
+are running. ``pop(now)`` hands out an item only when both its host and its IP are due.
+
+Mechanics: due hosts move from the host heap into their IP's ready list; IPs with ready
+hosts sit in the IP heap keyed by when they are next due. Both heaps use lazy deletion
+(an entry is valid only if its generation matches), so every operation is O(log n).
+No Scrapy and no clock inside: callers pass ``now``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)
+class Host:
+    """One host name: its pending items, politeness state and IP."""
+
+    name: str
+    ip: str
+    delay: float  # tau_h for this host (already includes its Crawl-delay)
+    queue: deque[Any] = field(default_factory=deque)
+    last_start: float = float("-inf")
+    in_flight: bool = False
+    gen: int = 0  # host-heap entry generation (lazy deletion)
+    ready: bool = False  # in its IP's ready list
+
+    def due_at(self) -> float:
+        return self.last_start + self.delay
+
+
+@dataclass(eq=False)
+class Ip:
+    """One server address shared by its hosts."""
+
+    ip: str
+    delay: float  # tau_s
+    ready: deque[Host] = field(default_factory=deque)
+    last_start: float = float("-inf")
+    in_flight: int = 0
+    gen: int = 0
+    in_heap: bool = False
+
+    def due_at(self) -> float:
+        return self.last_start + self.delay
+
+
+class Politeness:
+    """Both heaps; hands out items whose host and IP are both due."""
+
+    def __init__(self, *, max_in_flight_per_ip: int = 4) -> None:
+        if max_in_flight_per_ip < 1:
+            raise ValueError(
+                f"max_in_flight_per_ip must be >= 1, got {max_in_flight_per_ip}"
+            )
+        self.max_in_flight_per_ip = max_in_flight_per_ip
+        self.hosts: dict[str, Host] = {}
+        self.ips: dict[str, Ip] = {}
+        self._host_heap: list[tuple[float, int, int, Host]] = []
+        self._ip_heap: list[tuple[float, int, int, Ip]] = []
+        self._seq = itertools.count()
+        self.items = 0  # pending items over all hosts
+
+    # -- hosts and items -------------------------------------------------------------------
+    def host(self, name: str) -> Host | None:
+        return self.hosts.get(name)
+
+    def add_host(self, name: str, ip: str, host_delay: float, ip_delay: float) -> Host:
+        """Register (or update the delays of) a host; its IP is created on first use."""
+        host = self.hosts.get(name)
+        if host is None:
+            host = self.hosts[name] = Host(name, ip, host_delay)
+        else:
+            host.delay = host_delay
+        address = self.ips.get(ip)
+        if address is None:
+            self.ips[ip] = Ip(ip, ip_delay)
+        else:
+            address.delay = ip_delay
+        return host
+
+    def push(self, name: str, item: Any, *, front: bool = False) -> None:
+        """Queue ``item`` for host ``name`` (registered with :meth:`add_host`)."""
+        host = self.hosts[name]
+        if front:
+            host.queue.appendleft(item)
+        else:
+            host.queue.append(item)
+        self.items += 1
+        if len(host.queue) == 1 and not host.in_flight and not host.ready:
+            self._schedule_host(host)
+
+    def drain(self, name: str) -> list[Any]:
+        """Remove and return every pending item of a host (e.g. its DNS failed)."""
+        host = self.hosts.get(name)
+        if host is None:
+            return []
+        items = list(host.queue)
+        host.queue.clear()
+        self.items -= len(items)
+        host.gen += 1
+        if host.ready:
+            self.ips[host.ip].ready.remove(host)
+            host.ready = False
+        return items
+
+    def filter(self, name: str, keep: Callable[[Any], bool]) -> list[Any]:
+        """Drop the items of a host for which ``keep`` is false; returns the dropped ones."""
+        host = self.hosts.get(name)
+        if host is None:
+            return []
+        dropped = [item for item in host.queue if not keep(item)]
+        if dropped:
+            host.queue = deque(item for item in host.queue if keep(item))
+            self.items -= len(dropped)
+            if not host.queue and host.ready:
+                self.ips[host.ip].ready.remove(host)
+                host.ready = False
+        return dropped
+
+    # -- the heaps -------------------------------------------------------------------------
+    def _schedule_host(self, host: Host) -> None:
+        host.gen += 1
+        heapq.heappush(
+            self._host_heap, (host.due_at(), next(self._seq), host.gen, host)
+        )
+
+    def _schedule_ip(self, address: Ip) -> None:
+        address.gen += 1
+        address.in_heap = True
+        heapq.heappush(
+            self._ip_heap, (address.due_at(), next(self._seq), address.gen, address)
+        )
+
+    def _promote_due_hosts(self, now: float) -> None:
+        heap = self._host_heap
+        while heap and heap[0][0] <= now:
+            _, _, gen, host = heapq.heappop(heap)
+            if gen != host.gen or host.in_flight or host.ready or not host.queue:
+                continue
+            address = self.ips[host.ip]
+            host.ready = True
+            address.ready.append(host)
+            if not address.in_heap and address.in_flight < self.max_in_flight_per_ip:
+                self._schedule_ip(address)
+
+    def pop(self, now: float) -> tuple[Host, Any] | None:
+        """The next item whose host and IP are both due, marked as started at ``now``."""
+        self._promote_due_hosts(now)
+        heap = self._ip_heap
+        while heap and heap[0][0] <= now:
+            _, _, gen, address = heapq.heappop(heap)
+            if gen != address.gen:
+                continue
+            address.in_heap = False
+            if not address.ready or address.in_flight >= self.max_in_flight_per_ip:
+                continue
+            host = address.ready.popleft()
+            host.ready = False
+            item = host.queue.popleft()
+            self.items -= 1
+            host.in_flight = True
+            host.last_start = now
+            host.gen += 1
+            address.in_flight += 1
+            address.last_start = now
+            if address.ready and address.in_flight < self.max_in_flight_per_ip:
+                self._schedule_ip(address)
+            return host, item
+        return None
+
+    def reserve(self, host: Host, now: float) -> float:
+        """Book a start for an extra request of ``host`` (a robots.txt redirect hop).
+
+        Returns when it may start: once both the host's and its IP's delays have passed.
+        That moment becomes their last start, so nothing else is handed out too close to it.
+        """
+        address = self.ips[host.ip]
+        start = max(now, host.due_at(), address.due_at())
+        host.last_start = start
+        address.last_start = start
+        if address.in_heap:
+            self._schedule_ip(address)
+        return start
+
+    def restarted(self, host: Host, now: float) -> None:
+        """The request of ``host`` really started at ``now`` (later than its hand-out).
+
+        Moves both delays' reference points forward, so gaps hold between the moments
+        requests reach the network rather than the moments they were handed out.
+        """
+        host.last_start = max(host.last_start, now)
+        address = self.ips[host.ip]
+        if now > address.last_start:
+            address.last_start = now
+            if address.in_heap:
+                self._schedule_ip(address)
+
+    def finished(self, host: Host, now: float) -> None:
+        """The request handed out for ``host`` is over (response, failure or drop)."""
+        if not host.in_flight:
+            return
+        host.in_flight = False
+        address = self.ips[host.ip]
+        address.in_flight -= 1
+        if host.queue:
+            self._schedule_host(host)
+        if (
+            address.ready
+            and not address.in_heap
+            and address.in_flight < self.max_in_flight_per_ip
+        ):
+            self._schedule_ip(address)
+
+    def next_due(self) -> float | None:
+        """Earliest time an item could become available (None: nothing waits on time)."""
+        times = []
+        for heap in (self._host_heap, self._ip_heap):
+            while heap and heap[0][2] != heap[0][3].gen:
+                heapq.heappop(heap)  # drop stale tops so the answer is exact
+            if heap:
+                times.append(heap[0][0])
+        return min(times) if times else None
+
+    # -- memory ----------------------------------------------------------------------------
+    def forget_idle(self, now: float) -> int:
+        """Drop hosts and IPs with nothing pending whose delay has passed; returns hosts dropped."""
+        idle = [
+            h
+            for h in self.hosts.values()
+            if not h.queue and not h.in_flight and h.due_at() <= now
+        ]
+        for host in idle:
+            del self.hosts[host.name]
+        used = {h.ip for h in self.hosts.values()}
+        for ip in [
+            ip
+            for ip, a in self.ips.items()
+            if ip not in used and a.in_flight == 0 and a.due_at() <= now
+        ]:
+            del self.ips[ip]
+        return len(idle)
+
+    def ready_hosts(self) -> int:
+        return sum(len(a.ready) for a in self.ips.values())
+
+    def __len__(self) -> int:
+        return self.items
+
+    def __iter__(self) -> Iterator[Any]:
+        for host in self.hosts.values():
+            yield from host.queue

@@ -1,0 +1,657 @@
+"""``IrlScheduler``: IRLbot's Fig. 2 pipeline as a Scrapy ``SCHEDULER``.
+
+enqueue_request -> URLseen (DRUM check+update, the request as aux) -> STAR (budget B_x,
+admitted P_x of the URL's PLD) -> BEAST (disk queues Q_1..Q_j, Q_F) -> DNS and robots.txt
+(RobotsRequested: one fetch per origin, requests wait meanwhile) -> the host heap and the IP
+heap -> next_request. Everything before the heaps lives on disk; RAM holds only the hosts
+being crawled (lazy loading, Polybot 3.5), bounded by ``IRL_FRONTIER_RAM_REQUESTS``.
+
+The engine is woken when the next host or IP becomes due (it would otherwise poll every
+5 s); when nothing is due and the downloader would idle, URLseen's partial batch is merged
+so the crawl never stalls or closes while work exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.http import Request
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.job import job_dir
+from twisted.internet import task
+
+from scrapy_irl import config
+from scrapy_irl.drum import Drum
+from scrapy_irl.hosts.middleware import resolver_from_crawler
+from scrapy_irl.hosts.paths import hosts_dir
+from scrapy_irl.hosts.records import RobotsKind
+from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.robots.middleware import robots_for
+from scrapy_irl.robots.origin import origin_of
+from scrapy_irl.scheduler.codec import (
+    RequestCodec,
+    pack_record,
+    record_blob,
+    record_url,
+)
+from scrapy_irl.scheduler.delays import DelayPolicy
+from scrapy_irl.scheduler.politeness import Host, Politeness
+from scrapy_irl.scheduler.waker import EngineWaker
+from scrapy_irl.urlseen import key_of
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from typing_extensions import Self
+
+    from scrapy_irl.drum.store import DrumBatch
+    from scrapy_irl.hosts.records import DnsRecord
+
+logger = logging.getLogger(__name__)
+
+STAT = "irl_sched"
+
+
+class Held:
+    """A BEAST record in RAM, with the token that releases it from BEAST once finished."""
+
+    __slots__ = ("record", "token")
+
+    def __init__(self, record: bytes, token: tuple[int, int, int]) -> None:
+        self.record = record
+        self.token = token
+
+
+class RobotsMarker:
+    """Host-queue item meaning "fetch robots.txt of this origin before anything else"."""
+
+    __slots__ = ("origin",)
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+
+def _url_of(item: Any) -> str:
+    if isinstance(item, Request):
+        return item.url
+    return record_url(item.record)
+
+
+def _url_parts(url: str) -> Any:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url)
+
+
+class IrlScheduler:
+    """A Scrapy scheduler doing URLseen, STAR, BEAST, robots, DNS and politeness on disk."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.clock = time.monotonic
+        jobdir = job_dir(settings)
+        configured = config.get(settings, "IRL_FRONTIER_DIR")
+        if configured:
+            self.path, self.temporary = Path(configured), False
+        elif jobdir:
+            self.path, self.temporary = Path(jobdir, "irl"), False
+        else:
+            self.path, self.temporary = (
+                Path(tempfile.mkdtemp(prefix="scrapy-irl-frontier-")),
+                True,
+            )
+        self.delays = DelayPolicy(
+            margin=config.getfloat(settings, "IRL_POLITENESS_MARGIN"),
+            host_delay=config.getfloat(settings, "IRL_HOST_DELAY"),
+            host_delay_min=config.getfloat(settings, "IRL_HOST_DELAY_MIN"),
+            ip_delay=config.getfloat(settings, "IRL_IP_DELAY"),
+            ip_delay_min=config.getfloat(settings, "IRL_IP_DELAY_MIN"),
+            base_budget=config.getfloat(settings, "IRL_BUDGET_BASE"),
+            crawl_delay_max=config.getfloat(settings, "IRL_CRAWL_DELAY_MAX"),
+        )
+        self.ram_requests = config.getint(settings, "IRL_FRONTIER_RAM_REQUESTS")
+        self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL")
+        self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT")
+        self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL")
+        self.polite = Politeness(
+            max_in_flight_per_ip=config.getint(settings, "IRL_IP_MAX_IN_FLIGHT")
+        )
+        self.spider: Spider | None = None
+        self.codec = RequestCodec(None)
+        self._dns_wait: dict[str, list[Any]] = {}
+        self._robots_wait: dict[str, list[Any]] = {}
+        self._robots_fetching: set[str] = set()
+        self._robots_hosts: dict[
+            str, Host
+        ] = {}  # robots.txt URL being fetched -> its host
+        # id(request) -> (host, hand-out time, reached the downloader, the RAM item)
+        self._handed: dict[int, tuple[Host, float, bool, Any]] = {}
+        self._ip_budgets: dict[str, tuple[float, int]] = {}
+        self._last_idle_merge = float("-inf")
+        self._tick: task.LoopingCall | None = None
+        self._closed = False
+        self.counts: Counter[str] = Counter()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def open(self, spider: Spider) -> None:
+        from scrapy_irl.scheduler.pipeline import build_star_and_beast
+
+        self.spider = spider
+        self.codec = RequestCodec(spider)
+        settings = self.crawler.settings
+        fsync = config.getbool(settings, "IRL_DRUM_FSYNC") and not self.temporary
+        self.urlseen = Drum(
+            self.path / "urlseen",
+            buckets=config.getint(settings, "IRL_URLSEEN_BUCKETS"),
+            buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES"),
+            bucket_bytes=config.getint(settings, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES"),
+            merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES"),
+            store_aux=True,
+            on_results=self._on_urlseen_results,
+            flush_interval=self.flush_interval,
+            fsync=fsync,
+            verify_on_open=config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),
+        )
+        self.star, self.beast = build_star_and_beast(self.path, settings, fsync=fsync)
+        self.robots = robots_for(self.crawler)
+        if self.robots is not None:
+            self.robots.hop_gate = self._robots_hop_gate
+            self._host_store = self.robots.store
+            self._host_store_owned = False
+        else:
+            self._host_store = HostStore.open_shared(hosts_dir(settings))
+            self._host_store_owned = True
+        self.resolver = resolver_from_crawler(self.crawler, self._host_store)
+        from twisted.internet import reactor
+
+        self.waker = EngineWaker(self._wake_engine, reactor.callLater, self.clock)  # type: ignore[attr-defined]
+        self.crawler.signals.connect(
+            self._reached, signal=signals.request_reached_downloader
+        )
+        self.crawler.signals.connect(self._left, signal=signals.request_left_downloader)
+        if self.flush_interval > 0:
+            self._tick = task.LoopingCall(self._on_tick)
+            self._tick.start(self.flush_interval, now=False)
+        self._warn_about_fighting_settings(settings)
+        pending = self.urlseen.pending_tuples + len(self.beast)
+        if pending:
+            logger.info(
+                "Resuming crawl from %(path)s: %(beast)d URLs queued in BEAST, %(urlseen)d "
+                "awaiting URLseen", {"path": self.path, "beast": len(self.beast),
+                                     "urlseen": self.urlseen.pending_tuples},
+                extra={"spider": spider},
+            )  # fmt: skip
+
+    def _warn_about_fighting_settings(self, settings: Any) -> None:
+        """Downloader delays and throttling on top of our heaps would break their timing."""
+        problems = []
+        if settings.getfloat("DOWNLOAD_DELAY") > 0:
+            problems.append(
+                f"DOWNLOAD_DELAY={settings.getfloat('DOWNLOAD_DELAY')} (use IRL_HOST_DELAY*)"
+            )
+        if settings.getbool("AUTOTHROTTLE_ENABLED"):
+            problems.append("AUTOTHROTTLE_ENABLED=True")
+        if settings.getdict("DOWNLOAD_SLOTS"):
+            problems.append("DOWNLOAD_SLOTS")
+        if settings.getint("CONCURRENT_REQUESTS_PER_IP"):
+            problems.append("CONCURRENT_REQUESTS_PER_IP (use IRL_IP_MAX_IN_FLIGHT)")
+        if settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") < 1:
+            problems.append("CONCURRENT_REQUESTS_PER_DOMAIN < 1")
+        if problems:
+            self.counts["fighting_settings"] = len(problems)
+            logger.warning(
+                "The IRL scheduler enforces politeness itself; these settings make the "
+                "downloader delay or block requests on top of it: %(p)s",
+                {"p": ", ".join(problems)}, extra={"spider": self.spider},
+            )  # fmt: skip
+
+    def close(self, reason: str) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._tick is not None and self._tick.running:
+            self._tick.stop()
+        self.waker.cancel()
+        saved = self._requeue_ram()
+        if saved:
+            logger.info("Saved %(n)d requests held in RAM back to BEAST", {"n": saved},
+                        extra={"spider": self.spider})  # fmt: skip
+        self._publish_stats()
+        self._log_top_plds()
+        self.urlseen.close()
+        self.star.close()
+        self.beast.close()
+        if self._host_store_owned:
+            self._host_store.release()
+        if self.temporary:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def _requeue_ram(self) -> int:
+        """Graceful stop: requests in host queues and waits go back to disk (BEAST)."""
+        items: list[Any] = []
+        for name in list(self.polite.hosts):
+            items.extend(self.polite.drain(name))
+        for waits in (self._dns_wait, self._robots_wait):
+            for queued in waits.values():
+                items.extend(queued)
+            waits.clear()
+        saved = 0
+        for item in items:
+            record = self._as_record(item)
+            if record is not None:
+                self.beast.requeue(record)
+                saved += 1
+            self._release(item)
+        return saved
+
+    def _release(self, item: Any) -> None:
+        """``item`` left RAM for good: BEAST may forget it."""
+        if isinstance(item, Held):
+            self.beast.done(item.token)
+
+    def _as_record(self, item: Any) -> bytes | None:
+        if isinstance(item, RobotsMarker):
+            return None
+        if isinstance(item, Held):
+            return item.record
+        try:
+            return pack_record(item.url, self.codec.encode(item))
+        except ValueError:
+            self.counts["lost_unserializable_at_close"] += 1
+            return None
+
+    # -- enqueue ---------------------------------------------------------------------------
+    def enqueue_request(self, request: Request) -> bool:
+        self.stats.inc_value("scheduler/enqueued")
+        parts = urlparse_cached(request)
+        host = (parts.hostname or "").lower()
+        if not host:
+            self.counts["no_host_dropped"] += 1
+            return False
+        source = request.meta.get("irl_source") or request.headers.get(b"Referer")
+        if source:
+            if isinstance(source, bytes):
+                source = source.decode("latin-1")
+            src_host = (_url_parts(source).hostname or "").lower()
+            if src_host:
+                self.star.record_link(src_host, host)
+        if request.dont_filter:
+            # Not filtered, but remembered: a later ordinary link to it is a duplicate.
+            self.counts["dont_filter"] += 1
+            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+            self.urlseen.update(key_of(fingerprint))
+            self._route(request, host)
+            return True
+        try:
+            record = pack_record(request.url, self.codec.encode(request))
+        except ValueError:
+            self.stats.inc_value("scheduler/unserializable")
+            self._route(request, host)  # kept in RAM, like Scrapy's scheduler does
+            return True
+        fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+        self.urlseen.check_update(key_of(fingerprint), None, record)
+        return True
+
+    def _on_urlseen_results(self, batch: DrumBatch) -> None:
+        unique = 0
+        for record in batch.unique_aux():
+            unique += 1
+            host = (_url_parts(record_url(record)).hostname or "").lower()
+            self.star.admit(record, host)  # STAR hands it to BEAST with (B_x, P_x)
+        duplicates = len(batch) - unique
+        if duplicates:
+            self.stats.inc_value("dupefilter/filtered", duplicates)
+        self.counts["unique"] += unique
+
+    # -- routing to hosts: DNS, robots.txt, politeness --------------------------------------
+    def _route(self, item: Any, host: str) -> None:
+        """Send a request (Request or record) towards its host queue."""
+        if host in self.polite.hosts:
+            self._check_robots_and_queue(item, host)
+            return
+        waiting = self._dns_wait.get(host)
+        if waiting is not None:
+            waiting.append(item)
+            return
+        self._dns_wait[host] = [item]
+        self.resolver.resolve(host).addCallback(self._resolved, host).addErrback(
+            self._log_failure, f"DNS of {host}"
+        )
+
+    def _resolved(self, record: DnsRecord, host: str) -> None:
+        items = self._dns_wait.pop(host, [])
+        if self._closed:
+            return
+        if not record.ok or record.ip is None:
+            self.counts["dns_failed_dropped"] += len(items)
+            for item in items:
+                self._release(item)
+            return
+        ip = record.ip
+        budget = self.star.budget(host)
+        total, count = self._ip_budgets.get(ip, (0.0, 0))
+        self._ip_budgets[ip] = (total + budget, count + 1)
+        crawl_delay = self._cached_crawl_delay(_url_of(items[0])) if items else None
+        self.polite.add_host(
+            host,
+            ip,
+            self.delays.host(budget, crawl_delay),
+            self.delays.ip((total + budget) / (count + 1)),
+        )
+        for item in items:
+            self._check_robots_and_queue(item, host)
+        self._wake_engine()
+
+    def _check_robots_and_queue(self, item: Any, host: str) -> None:
+        if self.robots is None or (
+            isinstance(item, Request) and item.meta.get("dont_obey_robotstxt")
+        ):
+            self.polite.push(host, item)
+            return
+        url = _url_of(item)
+        origin = origin_of(_url_parts(url))
+        if origin is None:
+            self.polite.push(host, item)
+            return
+        cached = self.robots.cache.get(origin)
+        if cached is not None and cached.record.is_fresh(self.robots.clock()):
+            self._obey(cached, item, url, host)
+            return
+        waiting = self._robots_wait.get(origin)
+        if waiting is None:
+            self._robots_wait[origin] = waiting = []
+        waiting.append(item)
+        if origin not in self._robots_fetching:
+            self._robots_fetching.add(origin)
+            self.polite.push(host, RobotsMarker(origin), front=True)
+
+    def _cached_crawl_delay(self, url: str) -> float | None:
+        """Crawl-delay of the URL's origin if its robots.txt is cached (a host met again)."""
+        if self.robots is None:
+            return None
+        origin = origin_of(_url_parts(url))
+        cached = self.robots.cache.get(origin) if origin else None
+        return cached.crawl_delay(self._default_ua()) if cached is not None else None
+
+    def _obey(self, cached: Any, item: Any, url: str, host: str) -> None:
+        user_agent = (
+            self.robots.user_agent(item)
+            if isinstance(item, Request)
+            else self._default_ua()
+        )
+        if cached.allowed(url, user_agent):
+            self.polite.push(host, item)
+            return
+        if cached.record.kind == RobotsKind.DISALLOW_ALL:
+            self.stats.inc_value("irl_robots/unreachable_dropped")
+        else:
+            self.stats.inc_value("robotstxt/forbidden")
+        self._release(item)
+
+    def _default_ua(self) -> str:
+        assert self.robots is not None
+        return self.robots.user_agent(Request("http://example.invalid/"))  # type: ignore[return-value]
+
+    def _fetch_robots(self, host: Host, marker: RobotsMarker) -> None:
+        """Fetch an origin's robots.txt (RobotsRequested); the host counts as busy meanwhile."""
+        assert self.robots is not None
+        probe = Request(marker.origin + "/", meta={"dont_obey_robotstxt": False})
+        self._robots_hosts[marker.origin + "/robots.txt"] = host
+        d = deferred_from_coro(self.robots.robot_parser(probe))
+        d.addBoth(self._robots_done, host, marker.origin)
+
+    def _robots_hop_gate(self, url: str) -> Any:
+        """Delay a robots.txt redirect hop until its host and IP are due (booked in the heaps)."""
+        from twisted.internet import defer, reactor
+
+        name = (_url_parts(url).hostname or "").lower()
+        host = self.polite.host(name)
+        if (
+            host is None
+        ):  # another host, not resolved yet: wait one full tau_s to be safe
+            wait = self.delays.ip_delay + self.delays.margin
+        else:
+            now = self.clock()
+            wait = self.polite.reserve(host, now) - now
+        if host is not None:
+            self._robots_hosts[url] = host
+        d: Any = defer.Deferred()
+        reactor.callLater(max(0.0, wait), d.callback, None)  # type: ignore[attr-defined]
+        return d
+
+    def _robots_done(self, result: Any, host: Host, origin: str) -> None:
+        self._robots_fetching.discard(origin)
+        self._robots_hosts.pop(origin + "/robots.txt", None)
+        now = self.clock()
+        self.polite.finished(host, now)
+        items = self._robots_wait.pop(origin, [])
+        if self._closed:
+            return
+        cached = self.robots.cache.get(origin) if self.robots is not None else None
+        if cached is None:  # fetch ignored or failed oddly: no rules to apply
+            for item in items:
+                self.polite.push(host.name, item)
+        else:
+            user_agent = self._default_ua()
+            delay = cached.crawl_delay(user_agent)
+            if delay:
+                self.polite.add_host(host.name, host.ip, self.delays.host(self.star.budget(host.name), delay),
+                                     self.polite.ips[host.ip].delay)  # fmt: skip
+            for item in items:
+                self._obey(cached, item, _url_of(item), host.name)
+        self._wake_engine()
+
+    # -- hand-out --------------------------------------------------------------------------
+    def next_request(self) -> Request | None:
+        now = self.clock()
+        self._fill()
+        request = self._pop(now)
+        if request is None and self._would_idle(now):
+            self._last_idle_merge = now
+            self.urlseen.merge()
+            self.star.flush()
+            self._fill()
+            request = self._pop(now)
+        if request is None:
+            due = self.polite.next_due()
+            if due is not None:
+                self.waker.wake_at(due)
+                self.counts["politeness_waits"] += 1
+            return None
+        self.stats.inc_value("scheduler/dequeued")
+        return request
+
+    def _pop(self, now: float) -> Request | None:
+        for _ in range(10_000):  # bounded: each turn consumes one queued item
+            got = self.polite.pop(now)
+            if got is None:
+                return None
+            host, item = got
+            if isinstance(item, RobotsMarker):
+                self._fetch_robots(host, item)
+                continue
+            if isinstance(item, Request):
+                request = item
+            else:
+                try:
+                    request = self.codec.decode(record_blob(item.record))
+                except ValueError as exc:
+                    self.counts["undecodable_dropped"] += 1
+                    logger.error(
+                        "Dropping a queued request: %(exc)s",
+                        {"exc": exc},
+                        extra={"spider": self.spider},
+                    )
+                    self.polite.finished(host, now)
+                    self._release(item)
+                    continue
+            self._handed[id(request)] = (host, now, False, item)
+            request.meta["irl_host"] = host.name
+            return request
+        return None
+
+    def _would_idle(self, now: float) -> bool:
+        """BEAST has nothing left to load while URLs wait in a partial DRUM batch."""
+        if now - self._last_idle_merge < self.idle_merge_interval:
+            return False
+        if not (
+            self.urlseen.pending_tuples
+            or self.urlseen.pending_deliveries
+            or self.star.pending
+        ):
+            return False
+        return len(self.beast) == 0 and self._ram_items() < self.ram_requests // 2
+
+    def _fill(self) -> None:
+        """Lazy loading: move records from BEAST towards host queues while RAM allows."""
+        budget = self.ram_requests - self._ram_items()
+        for _ in range(max(0, budget)):
+            got = self.beast.pop()
+            if got is None:
+                break
+            record, token = got
+            host = (_url_parts(record_url(record)).hostname or "").lower()
+            self._route(Held(record, token), host)
+
+    def _ram_items(self) -> int:
+        return (
+            len(self.polite)
+            + sum(len(v) for v in self._dns_wait.values())
+            + sum(len(v) for v in self._robots_wait.values())
+        )
+
+    # -- completion tracking ----------------------------------------------------------------
+    def _reached(self, request: Request, spider: Spider | None = None) -> None:
+        robots_host = (
+            self._robots_hosts.get(request.url)
+            if request.meta.get("dont_obey_robotstxt")
+            else None
+        )
+        if (
+            robots_host is not None
+        ):  # our robots.txt fetch (or a redirect hop of it) starts now
+            self.polite.restarted(robots_host, self.clock())
+            return
+        entry = self._handed.get(id(request))
+        if entry is not None:
+            self._handed[id(request)] = (entry[0], entry[1], True, entry[3])
+            self.polite.restarted(entry[0], self.clock())
+
+    def _left(self, request: Request, spider: Spider | None = None) -> None:
+        if request.meta.get("dont_obey_robotstxt"):
+            robots_host = self._robots_hosts.pop(request.url, None)
+            if robots_host is not None:
+                self._correct_start(robots_host, request)
+            return
+        entry = self._handed.pop(id(request), None)
+        if entry is not None:
+            self._correct_start(entry[0], request)
+            self.polite.finished(entry[0], self.clock())
+            self._release(entry[3])
+            self._wake_engine()
+
+    def _correct_start(self, host: Host, request: Request) -> None:
+        """Move the host's and IP's last start to when the request really went out.
+
+        The download handler measured ``download_latency`` from sending the request to its
+        response headers, so ``now - latency`` is no earlier than the real start: the next
+        request to the host or IP is timed from there (a busy reactor can delay sending).
+        """
+        latency = request.meta.get("download_latency")
+        if isinstance(latency, (int, float)) and latency >= 0:
+            self.polite.restarted(host, self.clock() - latency)
+
+    def _expire_handouts(self, now: float) -> None:
+        """Requests handed out that never reached the downloader (dropped by a middleware)."""
+        for key, (host, when, reached, item) in list(self._handed.items()):
+            if not reached and now - when > self.handout_timeout:
+                del self._handed[key]
+                self.polite.finished(host, now)
+                self._release(item)
+                self.counts["handouts_expired"] += 1
+
+    # -- engine and housekeeping -------------------------------------------------------------
+    def _wake_engine(self) -> None:
+        engine = getattr(self.crawler, "engine", None)
+        slot = getattr(engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    def _on_tick(self) -> None:
+        now = self.clock()
+        try:
+            self.urlseen.write_out()
+            self.star.write_out()
+            self.beast.sync()
+            self._expire_handouts(now)
+            self.polite.forget_idle(now)
+            self._publish_stats()
+        except Exception:
+            logger.exception(
+                "IRL scheduler housekeeping failed", extra={"spider": self.spider}
+            )
+
+    def _log_failure(self, failure: Any, what: str) -> None:
+        logger.error("%(what)s failed: %(f)s", {"what": what, "f": failure.getTraceback()},
+                     extra={"spider": self.spider})  # fmt: skip
+
+    def _publish_stats(self) -> None:
+        s = self.stats.set_value
+        s(f"{STAT}/urlseen_pending", self.urlseen.pending_tuples)
+        s(f"{STAT}/urlseen_merges", self.urlseen.stats.merges)
+        s(f"{STAT}/ram_requests", self._ram_items())
+        s(f"{STAT}/hosts_in_ram", len(self.polite.hosts))
+        s(f"{STAT}/dns_waiting_hosts", len(self._dns_wait))
+        s(f"{STAT}/robots_waiting_origins", len(self._robots_wait))
+        s(f"{STAT}/in_flight", len(self._handed))
+        for key, value in self.beast.stats().items():
+            s(f"{STAT}/beast/{key}", value)
+        for key, value in self.star.stats().items():
+            s(f"{STAT}/star/{key}", value)
+        for key, value in self.counts.items():
+            s(f"{STAT}/{key}", value)
+
+    def _log_top_plds(self) -> None:
+        top = self.star.top(config.getint(self.crawler.settings, "IRL_REPORT_TOP_PLDS"))
+        if not top:
+            return
+        lines = "\n".join(
+            f"  {pld:<40} in-degree {d:>6}  budget {b:>6}  admitted {p:>7}"
+            for pld, d, b, p in top
+        )
+        logger.info(
+            "Top PLDs by in-degree:\n%(lines)s",
+            {"lines": lines},
+            extra={"spider": self.spider},
+        )
+
+    # -- state -----------------------------------------------------------------------------
+    def has_pending_requests(self) -> bool:
+        return bool(
+            len(self.polite)
+            or self._dns_wait
+            or self._robots_wait
+            or self._robots_fetching
+            or len(self.beast)
+            or self.urlseen.pending_tuples
+            or self.urlseen.pending_deliveries
+            or self.star.pending
+            or self._handed
+        )
+
+    def __len__(self) -> int:
+        return self._ram_items() + len(self.beast) + self.urlseen.pending_tuples

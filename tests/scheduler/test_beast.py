@@ -1,0 +1,135 @@
+"""BEAST placement, Q_F re-reads and crash safety (thesis chapter VII section 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_irl.exceptions import FrontierCorruptionError
+from scrapy_irl.scheduler.beast import Beast
+
+
+def drain(beast: Beast, limit: int = 10_000) -> list[str]:
+    out = []
+    for _ in range(limit):
+        got = beast.pop()
+        if got is None:
+            break
+        out.append(got[0].decode())
+        beast.done(got[1])
+    return out
+
+
+def test_first_budget_to_next_queue_then_one_queue_further_per_budget(tmp_path):
+    beast = Beast(tmp_path, initial_queues=4, max_queues=4, fsync=False)
+    for p in range(5):
+        beast.push(f"a{p}".encode(), 2, p)  # B=2: a0,a1 -> Q2; a2,a3 -> Q3; a4 -> Q4
+    for p in range(4):
+        beast.push(f"s{p}".encode(), 1, p)  # B=1: s0 -> Q2, s1 -> Q3, s2 -> Q4, s3 -> Q_F
+    stats = beast.stats()
+    assert (stats["q1"], stats["q2"], stats["q3"], stats["q4"], stats["qf"]) == (0, 3, 3, 2, 1)
+    assert drain(beast) == ["a0", "a1", "s0", "a2", "a3", "s1", "a4", "s2", "s3"]
+
+
+def test_wrap_around_while_reading_a_later_queue(tmp_path):
+    beast = Beast(tmp_path, initial_queues=3, max_queues=3, fsync=False)
+    beast.push(b"x", 1, 0)  # -> Q2
+    assert beast.pop()[0] == b"x"  # Q1 empty: now reading Q2
+    assert beast.current == 1
+    beast.push(b"y", 1, 0)  # next after Q2 is Q3
+    beast.push(b"z", 1, 1)  # one further wraps to Q1
+    stats = beast.stats()
+    assert (stats["q3"], stats["q1"]) == (1, 1)
+
+
+def test_qf_reread_doubles_j_and_keeps_everything(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=16, fsync=False)
+    for p in range(20):
+        beast.push(f"s{p}".encode(), 1, p)  # B=1: s0 -> Q2, the rest -> Q_F
+    assert beast.stats()["qf"] == 19
+    order = drain(beast)
+    assert sorted(order) == sorted(f"s{p}" for p in range(20))  # nothing discarded
+    assert beast.rescans >= 2 and beast.j == 16
+    assert order == [f"s{p}" for p in range(20)]  # P_x order survives the re-reads
+
+
+def test_qf_reread_only_after_the_last_queue(tmp_path):
+    beast = Beast(tmp_path, initial_queues=4, max_queues=8, fsync=False)
+    beast.push(b"late", 1, 10)  # Q_F
+    beast.push(b"now", 1, 0)  # Q2
+    beast.push(b"soon", 1, 1)  # Q3
+    assert drain(beast) == ["now", "soon", "late"]
+    assert beast.rescans == 1 and beast.j == 8
+
+
+def test_restart_resumes_unfinished_records_only(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    for i in range(10):
+        beast.push(f"r{i}".encode(), 100, i)  # all in Q2
+    beast.save()
+    taken = [beast.pop() for _ in range(6)]
+    for got in taken[:2] + taken[3:5]:  # r0, r1, r3, r4 finished; r2 and r5 still in RAM
+        beast.done(got[1])
+    beast.save()
+    del beast  # a kill -9 here: RAM is gone, only files remain
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert drain(again) == ["r2", "r5", "r6", "r7", "r8", "r9"]
+
+
+def test_unsaved_pushes_are_the_only_loss(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"saved", 1, 0)
+    beast.save()
+    beast.push(b"unsaved", 1, 0)  # buffered, no save(): the documented window
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert drain(again) == ["saved"]
+
+
+def test_graceful_requeue_is_read_first(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"a", 1, 0)
+    beast.push(b"b", 1, 0)
+    got = beast.pop()
+    beast.requeue(got[0])
+    beast.done(got[1])
+    beast.close()
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert drain(again) == ["a", "b"]
+
+
+def test_torn_tail_is_cut(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"one", 1, 0)
+    beast.save()
+    beast.push(b"two", 1, 0)
+    beast.save()
+    target = beast.ring[1].path
+    size = target.stat().st_size
+    with open(target, "r+b") as handle:
+        handle.truncate(size - 3)  # the second frame is torn
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert drain(again) == ["one"]
+
+
+def test_flipped_byte_is_refused(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"payload-payload", 1, 0)
+    beast.save()
+    target = beast.ring[1].path
+    data = bytearray(target.read_bytes())
+    data[-3] ^= 0xFF
+    target.write_bytes(bytes(data))
+    with pytest.raises(FrontierCorruptionError, match="checksum"):
+        Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+
+
+def test_bad_state_is_refused(tmp_path):
+    Beast(tmp_path, fsync=False).save()
+    state = tmp_path / "STATE"
+    state.write_text(state.read_text().replace('"current": 0', '"current": 1'))
+    with pytest.raises(FrontierCorruptionError, match="unreadable BEAST state"):
+        Beast(tmp_path, fsync=False)
+
+
+def test_parameters_validated(tmp_path):
+    with pytest.raises(ValueError):
+        Beast(tmp_path, initial_queues=1)

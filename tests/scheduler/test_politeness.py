@@ -1,0 +1,140 @@
+"""Host and IP heaps with made-up times: the guarantees of chapter VII section 1."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scrapy_irl.scheduler.politeness import Politeness
+
+
+def make(hosts: dict[str, tuple[str, float]], ip_delay: float = 0.5, cap: int = 4) -> Politeness:
+    p = Politeness(max_in_flight_per_ip=cap)
+    for name, (ip, delay) in hosts.items():
+        p.add_host(name, ip, delay, ip_delay)
+    return p
+
+
+def test_host_delay_between_starts():
+    p = make({"a": ("1", 2.0)}, ip_delay=0.0)
+    for i in range(3):
+        p.push("a", i)
+    host, item = p.pop(0.0)
+    assert item == 0
+    p.finished(host, 0.1)
+    assert p.pop(1.9) is None
+    assert p.next_due() == 2.0
+    host, item = p.pop(2.0)
+    assert item == 1
+
+
+def test_never_two_in_flight_per_host_even_when_slow():
+    p = make({"a": ("1", 1.0)}, ip_delay=0.0)
+    p.push("a", 1)
+    p.push("a", 2)
+    host, _ = p.pop(0.0)
+    assert p.pop(100.0) is None  # the first is still running
+    p.finished(host, 100.0)
+    assert p.pop(100.0)[1] == 2  # due: 100 > 0 + 1
+
+
+def test_ip_delay_across_hosts_and_in_flight_cap():
+    p = make({f"h{i}": ("9", 0.0) for i in range(6)}, ip_delay=0.5, cap=2)
+    for i in range(6):
+        p.push(f"h{i}", i)
+    first = p.pop(0.0)
+    assert p.pop(0.4) is None
+    second = p.pop(0.5)
+    assert second is not None
+    assert p.pop(5.0) is None  # two in flight: capped
+    p.finished(first[0], 5.0)
+    assert p.pop(5.0) is not None
+
+
+def test_different_ips_run_in_parallel():
+    p = make({"a": ("1", 5.0), "b": ("2", 5.0)}, ip_delay=5.0)
+    p.push("a", "a1")
+    p.push("b", "b1")
+    assert {p.pop(0.0)[1], p.pop(0.0)[1]} == {"a1", "b1"}
+
+
+def test_drain_and_filter():
+    p = make({"a": ("1", 0.0)}, ip_delay=0.0)
+    for i in range(5):
+        p.push("a", i)
+    assert p.filter("a", lambda x: x % 2 == 0) == [1, 3]
+    assert len(p) == 3
+    assert p.drain("a") == [0, 2, 4]
+    assert len(p) == 0 and p.pop(10.0) is None
+
+
+def test_front_push_goes_first():
+    p = make({"a": ("1", 0.0)}, ip_delay=0.0)
+    p.push("a", "page")
+    p.push("a", "robots", front=True)
+    assert p.pop(0.0)[1] == "robots"
+
+
+def test_forget_idle_keeps_recent_hosts():
+    p = make({"a": ("1", 10.0), "b": ("1", 10.0)}, ip_delay=0.0)
+    p.push("a", 1)
+    host, _ = p.pop(0.0)
+    p.finished(host, 1.0)
+    assert p.forget_idle(5.0) == 1  # b never used: gone; a still within tau_h
+    assert "a" in p.hosts
+    assert p.forget_idle(10.0) == 1
+    assert not p.hosts and not p.ips
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    hosts=st.integers(1, 12),
+    ips=st.integers(1, 4),
+    cap=st.integers(1, 3),
+)
+def test_random_schedule_never_violates(seed, hosts, ips, cap):
+    rng = random.Random(seed)
+    host_delay = {f"h{i}": rng.choice([0.0, 0.5, 2.0]) for i in range(hosts)}
+    host_ip = {h: f"ip{rng.randrange(ips)}" for h in host_delay}
+    ip_delay = 0.25
+    p = make({h: (host_ip[h], d) for h, d in host_delay.items()}, ip_delay=ip_delay, cap=cap)
+    total = 0
+    for h in host_delay:
+        for _ in range(rng.randrange(0, 6)):
+            p.push(h, total)
+            total += 1
+    now, handed, running = 0.0, 0, []
+    starts: dict[str, list[float]] = {}
+    ip_starts: dict[str, list[float]] = {}
+    for _ in range(5000):  # bounded
+        if handed == total:
+            break
+        got = p.pop(now)
+        if got is not None:
+            host, _item = got
+            assert not any(r[0] is host for r in running)  # never two per host
+            assert sum(1 for r in running if r[0].ip == host.ip) < cap
+            starts.setdefault(host.name, []).append(now)
+            ip_starts.setdefault(host.ip, []).append(now)
+            running.append((host, now + rng.choice([0.1, 1.0, 3.0])))
+            handed += 1
+            continue
+        events = [end for _, end in running]
+        due = p.next_due()
+        if due is not None and due > now:
+            events.append(due)
+        assert events, "work remains but nothing will ever make it due"
+        now = min(events)
+        for r in [r for r in running if r[1] <= now]:
+            running.remove(r)
+            p.finished(r[0], now)
+    assert handed == total
+    for name, times in starts.items():
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert all(g >= host_delay[name] - 1e-9 for g in gaps)
+    for times in ip_starts.values():
+        assert all(b - a >= ip_delay - 1e-9 for a, b in zip(times, times[1:]))

@@ -1,0 +1,80 @@
+"""STAR: in-degree counts distinct linking PLDs; (B_x, P_x) handed to BEAST."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_irl.scheduler.budget import BudgetPolicy
+from scrapy_irl.scheduler.pld import pld_of
+from scrapy_irl.scheduler.star import Star
+
+
+@pytest.mark.parametrize(
+    ("host", "pld"),
+    [("www.bbc.co.uk", "bbc.co.uk"), ("a.b.example.com", "example.com"), ("127.0.0.1", "127.0.0.1"),
+     ("h1.unknown-tld-xyz", "h1.unknown-tld-xyz"), ("WWW.Example.COM.", "example.com"),
+     ("u7.blogverse.com", "blogverse.com")],
+)
+def test_pld_of(host, pld):
+    assert pld_of(host) == pld
+
+
+def run(tmp_path, policy=BudgetPolicy(kind="linear", base=10, per_degree=5)):
+    admitted: list[tuple[bytes, int, int]] = []
+    star = Star(tmp_path, policy, lambda r, b, p: admitted.append((r, b, p)),
+                drum_options={"fsync": False, "buckets": 2, "buffer_bytes": 64, "bucket_bytes": 128})
+    return star, admitted
+
+
+def test_indegree_counts_distinct_linking_plds_only(tmp_path):
+    star, _ = run(tmp_path)
+    star.record_link("a.one.com", "www.target.org")
+    star.record_link("b.one.com", "x.target.org")  # same source PLD: not counted again
+    star.record_link("two.net", "target.org")
+    star.record_link("www.target.org", "blog.target.org")  # self-link: ignored
+    star.record_link("three.co.uk", "target.org")
+    star.flush()
+    assert star.indegree("target.org") == 3
+    assert star.budget("www.target.org") == 10 + 5 * 3
+    star.record_link("two.net", "target.org")
+    star.flush()
+    assert star.indegree("target.org") == 3
+
+
+def test_admitted_count_and_budget_per_url(tmp_path):
+    star, admitted = run(tmp_path)
+    star.record_link("one.com", "t.org")
+    star.flush()
+    for i in range(4):
+        star.admit(f"u{i}".encode(), "www.t.org")
+    star.admit(b"other", "z.net")
+    star.flush()
+    assert admitted == [(b"u0", 15, 0), (b"u1", 15, 1), (b"u2", 15, 2), (b"u3", 15, 3), (b"other", 10, 0)]
+    assert star.top(1) == [("t.org", 1, 15, 4)]
+
+
+def test_state_survives_reopen(tmp_path):
+    star, _ = run(tmp_path)
+    star.record_link("one.com", "t.org")
+    star.record_link("two.com", "t.org")
+    star.admit(b"u", "t.org")
+    star.flush()
+    star.close()
+    star, admitted = run(tmp_path)
+    star.record_link("one.com", "t.org")  # already known
+    star.admit(b"v", "t.org")
+    star.flush()
+    assert admitted == [(b"v", 20, 1)]  # d = 2 kept, P = 1 kept
+
+
+def test_budget_functions():
+    assert BudgetPolicy(kind="constant", base=7)(1000) == 7
+    assert BudgetPolicy(kind="linear", base=10, per_degree=2)(5) == 20
+    assert BudgetPolicy(kind="log", base=10, per_degree=10)(3) == 30
+    assert BudgetPolicy(kind="linear", base=10, per_degree=10, maximum=50)(100) == 50
+    assert BudgetPolicy(function=lambda d: d * 3)(4) == 12
+    assert BudgetPolicy(function=lambda d: float("nan"), maximum=99)(1) == 99
+    with pytest.raises(ValueError):
+        BudgetPolicy(kind="quadratic")
+    with pytest.raises(ValueError):
+        BudgetPolicy(base=0)
