@@ -112,6 +112,19 @@ IRL_IDLE_MERGE_INTERVAL = 1.0
 # PLDs listed in the close-time table (largest in-degree first).
 IRL_REPORT_TOP_PLDS = 20
 
+# --- WARC page repository (scrapy_irl.warc.extension.WarcExtension) ----------------------
+# Write every received response (and its request) to WARC files; the extension must also be
+# in EXTENSIONS.
+IRL_WARC_ENABLED = False
+# Directory of the WARC files; empty means JOBDIR/warc, or "warc" in the current directory.
+IRL_WARC_DIR = ""
+# First part of every WARC file name: {prefix}-{UTC timestamp}-{serial:05d}.warc.gz.
+IRL_WARC_PREFIX = "scrapy-irl"
+# Bytes on disk at which a WARC file is finished (renamed) and the next one starts.
+IRL_WARC_MAX_BYTES = 1_000_000_000
+# Compress each record as its own gzip member (.warc.gz); False writes plain .warc.
+IRL_WARC_GZIP = True
+
 # --- simweb (the simulated web; read by its DNS resolver and the broad spider) ------------
 # JSON file describing the web (written by ``python -m scrapy_irl.simweb --config-out``);
 # when set it wins over the size/seed/plds/port settings below.

@@ -12,6 +12,11 @@ NEWSPIDER_MODULE = "example.spiders"
 
 ADDONS = {"scrapy_irl.Addon": 0}
 
+# The page repository: every response and its request, in rotating WARC files
+# (JOBDIR/warc, or ./warc without a JOBDIR).
+EXTENSIONS = {"scrapy_irl.warc.extension.WarcExtension": 0}
+IRL_WARC_ENABLED = True
+
 # The one setting a simweb crawl needs: simweb's names resolve to its 127.x addresses and
 # nothing else resolves, so the demo can never leave this machine. It is a reactor setting:
 # it must be here or on the command line (-s), not in a spider.

@@ -26,7 +26,7 @@ import json
 import os
 import struct
 import zlib
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -374,7 +374,7 @@ class Beast:
         """Split Q_F into j new queues (j doubles, capped) and a new Q_F."""
         self.rescans += 1
         old_qf, old_j = self.qf, self.j
-        entries: list[tuple[int, int, bytes]] = []
+        entries: list[tuple[int, int, int, bytes]] = []
         for _ in range(1 << 30):
             got = old_qf.pop()
             if got is None:

@@ -31,9 +31,9 @@ class RequestCodec:
 
     def decode(self, blob: bytes) -> Request:
         try:
-            data = pickle.loads(blob)  # noqa: S301 - our own files only
+            data = pickle.loads(blob)
             return request_from_dict(data, spider=self.spider)
-        except Exception as exc:  # noqa: BLE001 - reported as a clear ValueError
+        except Exception as exc:
             raise ValueError(
                 f"undecodable request record ({len(blob)} bytes): {exc}"
             ) from exc

@@ -227,7 +227,7 @@ class Politeness:
         times = []
         for heap in (self._host_heap, self._ip_heap):
             while heap and heap[0][2] != heap[0][3].gen:
-                heapq.heappop(heap)  # drop stale tops so the answer is exact
+                heapq.heappop(heap)  # type: ignore[misc]  # drop stale tops: exact answer
             if heap:
                 times.append(heap[0][0])
         return min(times) if times else None

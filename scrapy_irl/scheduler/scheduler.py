@@ -48,9 +48,10 @@ from scrapy_irl.scheduler.waker import EngineWaker
 from scrapy_irl.urlseen import key_of
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy import Spider
     from scrapy.crawler import Crawler
-    from typing_extensions import Self
 
     from scrapy_irl.drum.store import DrumBatch
     from scrapy_irl.hosts.records import DnsRecord
@@ -389,7 +390,7 @@ class IrlScheduler:
 
     def _obey(self, cached: Any, item: Any, url: str, host: str) -> None:
         user_agent = (
-            self.robots.user_agent(item)
+            self.robots.user_agent(item)  # type: ignore[union-attr]
             if isinstance(item, Request)
             else self._default_ua()
         )
@@ -430,7 +431,7 @@ class IrlScheduler:
         if host is not None:
             self._robots_hosts[url] = host
         d: Any = defer.Deferred()
-        reactor.callLater(max(0.0, wait), d.callback, None)  # type: ignore[attr-defined]
+        reactor.callLater(max(0.0, wait), d.callback, None)  # type: ignore[attr-defined,arg-type]
         return d
 
     def _robots_done(self, result: Any, host: Host, origin: str) -> None:
@@ -565,15 +566,16 @@ class IrlScheduler:
             self._wake_engine()
 
     def _correct_start(self, host: Host, request: Request) -> None:
-        """Move the host's and IP's last start to when the request really went out.
+        """Time the host's and IP's next request from this request's end.
 
-        The download handler measured ``download_latency`` from sending the request to its
-        response headers, so ``now - latency`` is no earlier than the real start: the next
-        request to the host or IP is timed from there (a busy reactor can delay sending).
+        The moment a request's bytes reached the server is not observable from Scrapy: a
+        busy reactor can send well after the hand-out, or after ``request_reached_downloader``.
+        The response's arrival is certainly later than the send, so timing the next request
+        from it (when it is later than the booked start) keeps every gap at least tau, at
+        the cost of adding the response time to the gap. One request per host (and, by
+        default, per IP) is in flight, so nothing was handed out in between.
         """
-        latency = request.meta.get("download_latency")
-        if isinstance(latency, (int, float)) and latency >= 0:
-            self.polite.restarted(host, self.clock() - latency)
+        self.polite.restarted(host, self.clock())
 
     def _expire_handouts(self, now: float) -> None:
         """Requests handed out that never reached the downloader (dropped by a middleware)."""

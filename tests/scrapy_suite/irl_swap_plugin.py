@@ -19,6 +19,31 @@ SWAPS = {
 }
 
 
+#: With IRL_SWAP_SCHEDULER=1, every crawler of the suite gets the IRL scheduler by default,
+#: with politeness delays at zero: Scrapy's tests crawl one mock server and time themselves.
+SCHEDULER_DEFAULTS = {
+    "SCHEDULER": "scrapy_irl.scheduler.IrlScheduler",
+    "IRL_HOST_DELAY": 0.0,
+    "IRL_HOST_DELAY_MIN": 0.0,
+    "IRL_IP_DELAY": 0.0,
+    "IRL_IP_DELAY_MIN": 0.0,
+    "IRL_POLITENESS_MARGIN": 0.0,
+    "IRL_IP_MAX_IN_FLIGHT": 16,
+    "IRL_IDLE_MERGE_INTERVAL": 0.0,
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import os
+
+    if os.environ.get("IRL_SWAP_SCHEDULER") == "1":
+        from scrapy.settings import default_settings
+
+        for name, value in SCHEDULER_DEFAULTS.items():
+            setattr(default_settings, name, value)
+        print("irl_swap_plugin: SCHEDULER -> scrapy_irl.scheduler.IrlScheduler")
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     from scrapy.utils.misc import load_object
 

@@ -104,6 +104,18 @@ class BroadSpider(scrapy.Spider):
         logger.debug("Fetch failed: %(request)s: %(error)s",
                      {"request": failure.request, "error": failure.value})
 
+    def _list_warc_files(self) -> None:
+        """Say where the page repository went (the WARC extension may still be finishing)."""
+        settings = self.crawler.settings
+        if not settings.getbool("IRL_WARC_ENABLED"):
+            return
+        from scrapy_irl.warc.extension import warc_dir
+
+        directory = Path(warc_dir(settings))
+        files = sorted(p.name for p in directory.glob("*.warc*")) if directory.is_dir() else []
+        logger.info("WARC files in %(dir)s: %(files)s",
+                    {"dir": directory.resolve(), "files": ", ".join(files) or "none"})
+
     def _start_simweb(self) -> list[str]:
         from scrapy_irl.simweb.resolver import config_from_settings
         from scrapy_irl.simweb.runner import serve_in_thread
@@ -122,6 +134,7 @@ class BroadSpider(scrapy.Spider):
         return self._running.web.seed_urls(self.simweb_seeds)
 
     def closed(self, reason: str) -> None:
+        self._list_warc_files()
         if self._simweb is None:
             return
         try:

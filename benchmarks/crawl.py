@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Stock Scrapy vs scrapy-irl crawling the same simweb, judged by the server.
+
+    python benchmarks/crawl.py                         # default web, 120 s per crawl
+    python benchmarks/crawl.py --seconds 60 --size small --json
+
+Runs, one after the other, each with a fresh simweb server process (same seed and size)
+and the same CONCURRENT_REQUESTS:
+
+* ``stock``: Scrapy's scheduler, dupefilter and robots middleware with the broad-crawl
+  settings of Scrapy's docs (``benchmarks/baseline_stock.py``);
+* ``irl``: the add-on (IRL scheduler, robots/DNS cache) with the politeness delays below;
+* ``irl-relaxed``: the add-on with tiny delays, to compare raw pages/s with stock.
+
+The judge checks politeness at tau_h = IRL_HOST_DELAY_MIN and tau_s = IRL_IP_DELAY_MIN of
+the ``irl`` run. Stock applies no delay at all (Scrapy's defaults); its violations show
+what an unconfigured broad crawl does to servers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.baseline_stock import BROAD_CRAWL  # noqa: E402
+from tests.scheduler.simweb_process import crawl, judged, simweb_server  # noqa: E402
+
+IRL = {
+    "ADDONS": {"scrapy_irl.Addon": 0},
+    "ROBOTSTXT_OBEY": True,
+    "COOKIES_ENABLED": False,
+    "RETRY_ENABLED": False,
+    "DOWNLOAD_TIMEOUT": 15,
+    "LOG_LEVEL": "INFO",
+    "IRL_HOST_DELAY": 10.0,
+    "IRL_HOST_DELAY_MIN": 2.0,
+    "IRL_IP_DELAY": 1.0,
+    "IRL_IP_DELAY_MIN": 0.5,
+}
+RELAXED = {**IRL, "IRL_HOST_DELAY": 0.05, "IRL_HOST_DELAY_MIN": 0.01, "IRL_IP_DELAY": 0.01,
+           "IRL_IP_DELAY_MIN": 0.005, "IRL_POLITENESS_MARGIN": 0.0, "IRL_IP_MAX_IN_FLIGHT": 8}  # fmt: skip
+ROWS = (
+    ("requests", "requests"),
+    ("pages (distinct URLs)", "pages"),
+    ("requests/s", "requests_per_s"),
+    ("spam share", "spam_share"),
+    ("trap share", "trap_share"),
+    ("spam+trap share", "spam_trap_share"),
+    ("duplicate fetches", "duplicate_fetches"),
+    ("robots violations", "robots_violations"),
+    ("requests on robots-5xx hosts", "requests_on_robots_5xx_hosts"),
+    ("Crawl-delay violations", "crawl_delay_violations"),
+    ("requests breaking tau_h", "broke_tau_h"),
+    ("requests breaking tau_s", "broke_tau_s"),
+    ("Spearman(in-degree, pages)", "spearman_indegree_pages"),
+    ("top-50 PLDs with >= 10 pages", "top_coverage"),
+    ("peak RSS MiB", "peak_rss_mib"),
+)
+
+
+def run(name: str, settings: dict, args: argparse.Namespace, tau_h: float, tau_s: float) -> dict:
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        full = {**settings, "CONCURRENT_REQUESTS": args.concurrency, "CLOSESPIDER_TIMEOUT": args.seconds,
+                "IRL_HOSTS_DIR": str(tmp / "hosts")}  # fmt: skip
+        with simweb_server(tmp, size=args.size, duration=args.seconds + 300) as (cfg, log):
+            started = time.monotonic()
+            stats, stderr = crawl(cfg, full, timeout=args.seconds + 240)
+            wall = time.monotonic() - started
+        if args.keep:
+            Path(args.keep).mkdir(parents=True, exist_ok=True)
+            (Path(args.keep) / f"{name}.stderr").write_text(stderr)
+        result = judged(cfg, log, tau_h=tau_h, tau_s=tau_s)
+    result["spam_trap_share"] = round(result["spam_share"] + result["trap_share"], 4)
+    result["peak_rss_mib"] = round(stats.get("memusage/max", 0) / 2**20, 1)
+    result["wall_s"] = round(wall, 1)
+    result["finish_reason"] = stats.get("finish_reason")
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=int, default=120, help="CLOSESPIDER_TIMEOUT of each crawl")
+    p.add_argument("--size", default="default")
+    p.add_argument("--concurrency", type=int, default=64, help="CONCURRENT_REQUESTS of every run")
+    p.add_argument("--only", nargs="*", help="runs to do (stock, irl, irl-relaxed)")
+    p.add_argument("--keep", help="save each crawl's log here")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    tau_h, tau_s = IRL["IRL_HOST_DELAY_MIN"], IRL["IRL_IP_DELAY_MIN"]
+    plan = {"stock": {**BROAD_CRAWL, "CONCURRENT_REQUESTS": args.concurrency}, "irl": IRL, "irl-relaxed": RELAXED}
+    results = {name: run(name, settings, args, tau_h, tau_s) for name, settings in plan.items()
+               if not args.only or name in args.only}  # fmt: skip
+    if args.json:
+        print(json.dumps({"command": " ".join(sys.argv), "results": results}, indent=1, default=str))
+        return 0
+    print(f"simweb size={args.size}, {args.seconds} s per crawl, CONCURRENT_REQUESTS={args.concurrency}; "
+          f"judged at tau_h={tau_h} s, tau_s={tau_s} s\n")  # fmt: skip
+    print(f"{'':32}" + "".join(f"{n:>13}" for n in results))
+    for label, key in ROWS:
+        print(f"{label:32}" + "".join(f"{results[n].get(key)!s:>13}" for n in results))
+    if "stock" in results and "irl-relaxed" in results:
+        ratio = results["irl-relaxed"]["requests_per_s"] / max(results["stock"]["requests_per_s"], 1e-9)
+        print(f"\nrequests/s irl-relaxed / stock: {ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

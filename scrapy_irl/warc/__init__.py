@@ -1,0 +1,7 @@
+"""A WARC page repository for Scrapy: every response received, in rotating WARC 1.1 files."""
+
+from __future__ import annotations
+
+from scrapy_irl.warc.writer import RecoveredFile, RotatingWarcWriter, recover_open_files
+
+__all__ = ["RecoveredFile", "RotatingWarcWriter", "recover_open_files"]

@@ -1,0 +1,286 @@
+"""``WarcExtension``: every response Scrapy receives, kept in rotating WARC 1.1 files.
+
+The WebBase page repository (``shared/seeds/000_*.txt`` section 3) for Scrapy, on any
+project: ``EXTENSIONS = {"scrapy_irl.warc.extension.WarcExtension": 0}`` and
+``IRL_WARC_ENABLED = True``. Each response (any status, any content type, robots.txt
+included) becomes a ``response`` record and its request a ``request`` record pointing to
+it with ``WARC-Concurrent-To``. Scrapy hands over bodies already de-chunked and (through
+HttpCompressionMiddleware) decompressed, so the stored HTTP headers are adjusted to
+describe the stored body; see ``docs/warc.rst``. Writing never breaks the crawl: errors
+are logged once per kind and counted.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.job import job_dir
+from warcio.statusandheaders import StatusAndHeaders
+
+from scrapy_irl.warc.writer import RotatingWarcWriter, warc_date
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Headers, Response
+    from scrapy.settings import BaseSettings
+    from warcio.recordloader import ArcWarcRecord
+
+logger = logging.getLogger(__name__)
+
+STAT_PREFIX = "irl_warc"
+
+#: Defaults of the ``IRL_WARC_*`` settings, read here with explicit defaults so that the
+#: extension works in any project, with or without the add-on.
+DEFAULT_ENABLED = False
+DEFAULT_DIR = ""
+DEFAULT_PREFIX = "scrapy-irl"
+DEFAULT_MAX_BYTES = 1_000_000_000
+DEFAULT_GZIP = True
+
+#: Response headers describing the wire encoding of a body Scrapy has already decoded.
+_DROPPED_RESPONSE_HEADERS = frozenset({b"transfer-encoding"})
+#: Request headers not meant for the target server (credentials for a proxy).
+_DROPPED_REQUEST_HEADERS = frozenset({b"proxy-authorization"})
+_HTTP_SCHEMES = ("http", "https")
+
+
+def warc_dir(settings: BaseSettings) -> str:
+    """``IRL_WARC_DIR``, else ``JOBDIR/warc``, else ``warc`` in the current directory."""
+    explicit = settings.get("IRL_WARC_DIR", DEFAULT_DIR)
+    if explicit:
+        return str(explicit)
+    jobdir = job_dir(settings)
+    return os.path.join(jobdir, "warc") if jobdir else "warc"
+
+
+def _header_lines(
+    headers: Headers, dropped: frozenset[bytes]
+) -> list[tuple[bytes, bytes]]:
+    return [
+        (name, value)
+        for name, values in headers.items()
+        if name.lower() not in dropped
+        for value in values
+    ]
+
+
+def _replace(lines: list[tuple[bytes, bytes]], name: bytes, value: bytes) -> None:
+    lines[:] = [(k, v) for k, v in lines if k.lower() != name.lower()]
+    lines.append((name, value))
+
+
+class WarcExtension:
+    """Writes a request and a response record for every response received."""
+
+    def __init__(
+        self, crawler: Crawler, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        settings = crawler.settings
+        if not settings.getbool("IRL_WARC_ENABLED", DEFAULT_ENABLED):
+            raise NotConfigured
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.clock = clock
+        self._logged: set[str] = set()
+        self._closed = False
+        self.writer = self._make_writer(settings)
+        recovered = [r for r in self.writer.recovered if not r.removed]
+        self.stats.set_value(f"{STAT_PREFIX}/recovered_files", len(recovered))
+        self.stats.set_value(
+            f"{STAT_PREFIX}/recovered_files_removed",
+            len(self.writer.recovered) - len(recovered),
+        )
+        self.stats.set_value(
+            f"{STAT_PREFIX}/recovered_bytes_cut",
+            sum(r.bytes_cut for r in self.writer.recovered),
+        )
+        self._update_stats()
+        self.stats.set_value(f"{STAT_PREFIX}/write_errors", 0)
+        crawler.signals.connect(
+            self.response_received, signal=signals.response_received
+        )
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def _make_writer(self, settings: BaseSettings) -> RotatingWarcWriter:
+        """The writer (and the recovery of ``.open`` files); subclasses may swap it."""
+        info = {
+            "http-header-user-agent": str(settings.get("USER_AGENT") or ""),
+            "robots": "obey" if settings.getbool("ROBOTSTXT_OBEY") else "ignore",
+        }
+        try:
+            return RotatingWarcWriter(
+                warc_dir(settings),
+                prefix=settings.get("IRL_WARC_PREFIX", DEFAULT_PREFIX),
+                max_bytes=settings.getint("IRL_WARC_MAX_BYTES", DEFAULT_MAX_BYTES),
+                gzip=settings.getbool("IRL_WARC_GZIP", DEFAULT_GZIP),
+                clock=self.clock,
+                info=info,
+            )
+        except ValueError as exc:
+            raise NotConfigured(f"invalid IRL_WARC_* setting: {exc}") from exc
+
+    # -- signals ---------------------------------------------------------------------------
+    def response_received(
+        self, response: Response, request: Request, spider: Spider | None = None
+    ) -> None:
+        if self._closed:
+            return
+        try:
+            records = self.records_for(response, request)
+            self.writer.write(*records)
+        except Exception as exc:  # noqa: BLE001 - the archive must never break the crawl
+            self._write_error(exc, response.url)
+            return
+        self._update_stats()
+
+    def spider_closed(self, spider: Spider | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.writer.close()
+        except Exception as exc:  # noqa: BLE001
+            self._write_error(exc, "closing the file")
+        self._update_stats()
+        logger.info(
+            "WARC: %(records)d records, %(bytes)d bytes in %(files)d files under %(dir)s",
+            {
+                "records": self.writer.records,
+                "bytes": self.writer.bytes,
+                "files": self.writer.files,
+                "dir": self.writer.directory,
+            },
+            extra={"spider": self.crawler.spider},
+        )
+
+    # -- records ---------------------------------------------------------------------------
+    def records_for(self, response: Response, request: Request) -> list[ArcWarcRecord]:
+        """A response record then its request record, or a resource record for non-HTTP URLs."""
+        date = warc_date(self.clock())
+        warc_headers = {"WARC-Date": date}
+        if response.ip_address is not None:
+            warc_headers["WARC-IP-Address"] = str(response.ip_address)
+        body = response.body
+        if urlparse_cached(response).scheme not in _HTTP_SCHEMES:
+            content_type = response.headers.get(b"Content-Type")
+            return [
+                self.writer.create_record(
+                    response.url,
+                    "resource",
+                    payload=io.BytesIO(body),
+                    length=len(body),
+                    warc_content_type=(
+                        content_type.decode("latin-1")
+                        if content_type
+                        else "application/octet-stream"
+                    ),
+                    warc_headers_dict=warc_headers,
+                )
+            ]
+        response_record = self.writer.create_record(
+            response.url,
+            "response",
+            payload=io.BytesIO(body),
+            length=len(body),
+            warc_headers_dict=warc_headers,
+            http_headers=self._response_headers(response, request),
+        )
+        request_headers = {
+            "WARC-Date": date,
+            "WARC-Concurrent-To": response_record.rec_headers.get_header(
+                "WARC-Record-ID"
+            ),
+        }
+        if "WARC-IP-Address" in warc_headers:
+            request_headers["WARC-IP-Address"] = warc_headers["WARC-IP-Address"]
+        request_body = request.body or b""
+        request_record = self.writer.create_record(
+            response.url,
+            "request",
+            payload=io.BytesIO(request_body),
+            length=len(request_body),
+            warc_headers_dict=request_headers,
+            http_headers=self._request_headers(request),
+        )
+        return [response_record, request_record]
+
+    @staticmethod
+    def _protocol(response: Response) -> str:
+        protocol = response.protocol or ""
+        return protocol if protocol.startswith("HTTP/") else "HTTP/1.1"
+
+    def _response_headers(
+        self, response: Response, request: Request
+    ) -> StatusAndHeaders:
+        lines = _header_lines(response.headers, _DROPPED_RESPONSE_HEADERS)
+        if request.method != "HEAD":  # a HEAD's Content-Length describes the GET body
+            _replace(lines, b"Content-Length", str(len(response.body)).encode())
+        try:
+            reason = HTTPStatus(response.status).phrase
+        except ValueError:
+            reason = ""
+        status = f"{response.status} {reason}".rstrip()
+        return StatusAndHeaders(status, lines, protocol=self._protocol(response))
+
+    def _request_headers(self, request: Request) -> StatusAndHeaders:
+        url = urlparse_cached(request)
+        target = url.path or "/"
+        if url.params:
+            target += ";" + url.params
+        if url.query:
+            target += "?" + url.query
+        lines = _header_lines(request.headers, _DROPPED_REQUEST_HEADERS)
+        if not any(k.lower() == b"host" for k, _ in lines):
+            host = url.hostname or ""
+            if ":" in host:  # IPv6 literal
+                host = f"[{host}]"
+            if url.port is not None:
+                host += f":{url.port}"
+            lines.insert(0, (b"Host", host.encode()))
+        if request.body and not any(k.lower() == b"content-length" for k, _ in lines):
+            lines.append((b"Content-Length", str(len(request.body)).encode()))
+        return StatusAndHeaders(
+            f"{request.method} {target} HTTP/1.1", lines, is_http_request=True
+        )
+
+    # -- bookkeeping -----------------------------------------------------------------------
+    def _update_stats(self) -> None:
+        self.stats.set_value(f"{STAT_PREFIX}/records", self.writer.records)
+        self.stats.set_value(f"{STAT_PREFIX}/bytes", self.writer.bytes)
+        self.stats.set_value(f"{STAT_PREFIX}/files", self.writer.files)
+
+    def _write_error(self, exc: Exception, what: str) -> None:
+        kind = type(exc).__name__
+        self.stats.inc_value(f"{STAT_PREFIX}/write_errors")
+        self.stats.inc_value(f"{STAT_PREFIX}/write_errors/{kind}")
+        if kind in self._logged:
+            return
+        self._logged.add(kind)
+        logger.error(
+            "WARC write failed for %(what)s: %(exc)r; the crawl goes on, further %(kind)s "
+            "errors are only counted in %(stat)s",
+            {
+                "what": what,
+                "exc": exc,
+                "kind": kind,
+                "stat": f"{STAT_PREFIX}/write_errors",
+            },
+            exc_info=exc,
+            extra={"spider": self.crawler.spider},
+        )

@@ -1,0 +1,435 @@
+"""``RotatingWarcWriter``: WARC 1.1 files of bounded size that survive a kill -9.
+
+WebBase (``shared/seeds/000_*.txt`` section 3) stores crawled pages compressed and
+concatenated in very large *containers*, with an offset index for random access. WARC is
+today's standard container: one gzip member per record, so any record can be read from its
+offset alone. The file being written is ``<name>.open``; it is flushed, fsynced and renamed
+to ``<name>`` when it reaches ``max_bytes`` or is closed, so a final name always means a
+finished file. Each record reaches the OS in a single ``write`` (no user-space buffer), so
+a killed process loses at most the record being written; the next writer in the same
+directory cuts that torn tail off and renames the file (see :func:`recover_open_files`).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import socket
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.recordloader import ArcWarcRecord
+from warcio.timeutils import datetime_to_iso_date
+from warcio.warcwriter import WARCWriter
+
+from scrapy_irl import __version__
+
+if TYPE_CHECKING:
+    from typing import Self
+
+logger = logging.getLogger(__name__)
+
+SOFTWARE = f"scrapy-irl/{__version__}"
+WARC_FORMAT = "WARC File Format 1.1"
+CONFORMS_TO = (
+    "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+)
+OPEN_SUFFIX = ".open"
+#: Attempts at a fresh file name when one is taken (same clock tick); bounds the loop.
+_NAME_ATTEMPTS = 100
+_READ_CHUNK = 1 << 20
+
+
+def warc_date(timestamp: float) -> str:
+    """A WARC 1.1 date (ISO 8601, UTC, microseconds) for a POSIX timestamp."""
+    moment = datetime.fromtimestamp(timestamp, UTC).replace(tzinfo=None)
+    return datetime_to_iso_date(moment, use_micros=True)
+
+
+def file_timestamp(timestamp: float) -> str:
+    """``YYYYmmddHHMMSSffffff`` in UTC, the timestamp part of a WARC file name."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y%m%d%H%M%S%f")
+
+
+@dataclass(frozen=True)
+class RecoveredFile:
+    """What recovery did with one ``.open`` file left by a killed writer."""
+
+    #: The ``.open`` file found.
+    open_path: Path
+    #: Its new name, or None when it held no complete record besides warcinfo and was removed.
+    final_path: Path | None
+    #: Complete records kept (the warcinfo record included).
+    records: int
+    #: Bytes cut off the end (the whole file when it was removed).
+    bytes_cut: int
+    #: warcio's complaint about the first record not kept, if it raised one (a torn header
+    #: or damaged data; records after a damaged one are cut too).
+    error: str | None = None
+
+    @property
+    def removed(self) -> bool:
+        return self.final_path is None
+
+
+@dataclass
+class _Scan:
+    end: int = 0  # offset just past the last complete record
+    records: int = 0
+    payload_records: int = 0  # complete records other than warcinfo
+    error: str | None = None
+
+
+def _scan(path: Path, gzipped: bool) -> _Scan:
+    """Find the end of the last complete record of ``path``; never raises on bad data.
+
+    warcio's ArchiveIterator parses the records and gives each one's offset and length; a
+    record counts as complete when its block has all ``Content-Length`` bytes and is followed
+    by the ``CRLF CRLF`` separator, and, in a gzip file, when its gzip member decompresses to
+    its end (trailer and CRC included): warcio itself reads a torn member without complaint.
+    """
+    scan = _Scan()
+    with open(path, "rb") as raw:
+        iterator = ArchiveIterator(raw, no_record_parse=True)
+        try:
+            for record in iterator:
+                expected = int(record.rec_headers.get_header("Content-Length") or -1)
+                got = 0
+                while chunk := record.raw_stream.read(_READ_CHUNK):
+                    got += len(chunk)
+                offset = iterator.get_record_offset()
+                length = iterator.get_record_length()
+                if got != expected or offset != scan.end:
+                    break
+                end = (
+                    _gzip_member_end(raw, offset, length)
+                    if gzipped
+                    else _separator_end(raw, offset + length)
+                )
+                if end is None:
+                    break
+                scan.end = end
+                scan.records += 1
+                if record.rec_type != "warcinfo":
+                    scan.payload_records += 1
+        except Exception as exc:  # noqa: BLE001 - damaged data ends the kept prefix
+            scan.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            iterator.close()
+    return scan
+
+
+def _gzip_member_end(raw: io.BufferedReader, offset: int, length: int) -> int | None:
+    """``offset + length`` if one whole gzip member ending in CRLF CRLF lies there, else None."""
+    position = raw.tell()
+    decompressor = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    tail = b""  # the last bytes of the decompressed record
+    try:
+        raw.seek(offset)
+        left = length
+        while left > 0:  # in chunks: a record may be as large as a response body
+            data = raw.read(min(left, _READ_CHUNK))
+            if not data:
+                return None
+            left -= len(data)
+            tail = (tail + decompressor.decompress(data))[-4:]
+        tail = (tail + decompressor.flush())[-4:]
+    except zlib.error:
+        return None
+    finally:
+        raw.seek(position)
+    if not decompressor.eof or decompressor.unused_data or tail != b"\r\n\r\n":
+        return None
+    return offset + length
+
+
+def _separator_end(raw: io.BufferedReader, block_end: int) -> int | None:
+    """The offset past the CRLF CRLF after an uncompressed record's block, or None if torn."""
+    position = raw.tell()
+    try:
+        raw.seek(block_end)
+        separator = raw.read(4)
+    finally:
+        raw.seek(position)
+    return block_end + 4 if separator == b"\r\n\r\n" else None
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _free_name(path: Path) -> Path:
+    """``path`` if unused, else ``<stem>-recovered-<n><suffixes>`` (never overwrite a WARC)."""
+    if not path.exists():
+        return path
+    base, dot, extension = path.name.partition(".warc")
+    for n in range(1, _NAME_ATTEMPTS + 1):
+        candidate = path.with_name(f"{base}-recovered-{n}{dot}{extension}")
+        if not candidate.exists():
+            return candidate
+    raise FileExistsError(f"no free name for {path}")
+
+
+def recover_open_file(path: Path) -> RecoveredFile:
+    """Cut a ``.open`` WARC file after its last complete record and give it its final name.
+
+    A file with no complete record besides warcinfo is removed: it holds no page.
+    """
+    gzipped = path.name.endswith(".gz" + OPEN_SUFFIX)
+    size = path.stat().st_size
+    scan = _scan(path, gzipped)
+    if scan.payload_records == 0:
+        path.unlink()
+        return RecoveredFile(path, None, 0, size, scan.error)
+    if scan.end < size:
+        with open(path, "r+b") as handle:
+            handle.truncate(scan.end)
+            handle.flush()
+            os.fsync(handle.fileno())
+    final = _free_name(path.with_name(path.name[: -len(OPEN_SUFFIX)]))
+    os.rename(path, final)
+    _fsync_directory(path.parent)
+    return RecoveredFile(path, final, scan.records, size - scan.end, scan.error)
+
+
+def recover_open_files(directory: Path, prefix: str) -> list[RecoveredFile]:
+    """Recover every ``{prefix}-{timestamp}-{serial}.warc[.gz].open`` of ``directory``.
+
+    A file that cannot be recovered (permissions, I/O error) is logged and left in place.
+    """
+    recovered = []
+    # Exactly our names: prefix "a" must not claim the files of a writer with prefix "a-b".
+    pattern = re.compile(
+        rf"{re.escape(prefix)}-\d{{20}}-\d{{5}}\.warc(\.gz)?{re.escape(OPEN_SUFFIX)}"
+    )
+    for path in sorted(directory.iterdir()):
+        if not pattern.fullmatch(path.name):
+            continue
+        try:
+            result = recover_open_file(path)
+        except OSError as exc:
+            logger.error("Could not recover the WARC file %s: %s", path, exc)
+            continue
+        recovered.append(result)
+        if result.removed:
+            logger.warning(
+                "Removed %s: no complete WARC record (%d bytes)", path, result.bytes_cut
+            )
+        else:
+            logger.warning(
+                "Recovered %s as %s: %d complete records kept, %d bytes cut%s",
+                path,
+                result.final_path.name if result.final_path else "",
+                result.records,
+                result.bytes_cut,
+                f" ({result.error})" if result.error else "",
+            )
+    return recovered
+
+
+class RotatingWarcWriter:
+    """Appends WARC records to ``{prefix}-{UTC timestamp}-{serial:05d}.warc.gz`` files.
+
+    A file is opened (and starts with a warcinfo record) on the first write after
+    construction or rotation, and is finished once it reaches ``max_bytes``, so files exceed
+    it by at most one :meth:`write` call. Not thread-safe; one writer per directory and
+    prefix at a time (recovery at construction treats every ``.open`` file as abandoned).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        prefix: str = "scrapy-irl",
+        max_bytes: int = 1_000_000_000,
+        gzip: bool = True,
+        clock: Callable[[], float] = time.time,
+        *,
+        info: Mapping[str, str] | None = None,
+        recover: bool = True,
+    ) -> None:
+        if max_bytes <= 0:
+            raise ValueError(f"max_bytes must be positive, not {max_bytes}")
+        if not prefix or "/" in prefix or os.sep in prefix:
+            raise ValueError(f"invalid WARC file prefix {prefix!r}")
+        self.directory = Path(directory)
+        self.prefix = prefix
+        self.max_bytes = max_bytes
+        self.gzip = gzip
+        self.clock = clock
+        self.info: dict[str, str] = dict(info or {})
+        #: warcio's record builder: ``writer.builder.create_warc_record(...)``.
+        self.builder = WARCWriter(None, gzip=gzip, warc_version="1.1")
+        self.hostname = socket.gethostname()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        #: What recovery did at construction, one entry per ``.open`` file found.
+        self.recovered: list[RecoveredFile] = (
+            recover_open_files(self.directory, prefix) if recover else []
+        )
+        self.serial = 0  # serial of the next file
+        self.records = 0  # records written by write() (warcinfo records not included)
+        self.bytes = 0  # bytes written to files (warcinfo included)
+        self.files = 0  # files opened
+        self.finished: list[Path] = []  # files finished (renamed) by this writer
+        self._file: io.FileIO | None = None
+        self._path: Path | None = None  # final name of the open file
+        self._size = 0
+
+    # -- public API -------------------------------------------------------------------------
+    @property
+    def extension(self) -> str:
+        return ".warc.gz" if self.gzip else ".warc"
+
+    @property
+    def current_path(self) -> Path | None:
+        """The ``.open`` path of the file being written, if any."""
+        return self._open_path(self._path) if self._path is not None else None
+
+    def create_record(self, uri: str, record_type: str, **kwargs: Any) -> ArcWarcRecord:
+        """warcio's ``create_warc_record`` (WARC/1.1 headers)."""
+        return self.builder.create_warc_record(uri, record_type, **kwargs)
+
+    def write(self, *records: ArcWarcRecord) -> int:
+        """Append ``records`` to the current file, in order, in the same file; return bytes.
+
+        A record that cannot be serialised raises before anything is written. An I/O error
+        cuts the file back to its last whole record (or abandons it as ``.open`` for the
+        next run's recovery) and is raised; the next call starts afresh.
+        """
+        if not records:
+            return 0
+        data = b"".join(self._serialize(record) for record in records)
+        if self._file is None:
+            self._open_new()
+        self._append(data)
+        self.records += len(records)
+        if self._size >= self.max_bytes:
+            self._finish()
+        return len(data)
+
+    def close(self) -> None:
+        """Finish the current file (flush, fsync, rename); later writes open a new one."""
+        if self._file is not None:
+            self._finish()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------------------------
+    def _serialize(self, record: ArcWarcRecord) -> bytes:
+        buffer = io.BytesIO()
+        self.builder.out = buffer
+        try:
+            self.builder.write_record(record)
+        finally:
+            self.builder.out = None
+        return buffer.getvalue()
+
+    @staticmethod
+    def _open_path(path: Path) -> Path:
+        return path.with_name(path.name + OPEN_SUFFIX)
+
+    def _open_new(self) -> None:
+        stamp = file_timestamp(self.clock())
+        for _ in range(_NAME_ATTEMPTS):
+            path = (
+                self.directory
+                / f"{self.prefix}-{stamp}-{self.serial:05d}{self.extension}"
+            )
+            self.serial += 1
+            if path.exists():
+                continue
+            try:
+                handle = open(self._open_path(path), "xb", buffering=0)  # noqa: SIM115
+            except FileExistsError:
+                continue
+            break
+        else:
+            raise FileExistsError(f"no free WARC file name for {self.prefix}-{stamp}")
+        assert isinstance(handle, io.FileIO)
+        self._file, self._path, self._size = handle, path, 0
+        self.files += 1
+        try:
+            self._append(self._serialize(self._warcinfo(path.name)))
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _warcinfo(self, filename: str) -> ArcWarcRecord:
+        info = {
+            "software": SOFTWARE,
+            "hostname": self.hostname,
+            "format": WARC_FORMAT,
+            "conformsTo": CONFORMS_TO,
+            **self.info,
+        }
+        record = self.builder.create_warcinfo_record(filename, info)
+        record.rec_headers.replace_header("WARC-Date", warc_date(self.clock()))
+        return record
+
+    def _append(self, data: bytes) -> None:
+        assert self._file is not None
+        try:
+            view = memoryview(data)
+            while (
+                view
+            ):  # FileIO.write may write less than asked; each pass makes progress
+                written = self._file.write(view)
+                if not written:
+                    raise OSError(f"could not write to {self.current_path}")
+                view = view[written:]
+        except BaseException:
+            self._rollback()
+            raise
+        self._size += len(data)
+        self.bytes += len(data)
+
+    def _rollback(self) -> None:
+        """Cut a failed append off, or abandon the file to recovery if that fails too."""
+        assert self._file is not None
+        try:
+            self._file.truncate(self._size)
+            self._file.seek(self._size)
+        except OSError:
+            self._abandon()
+
+    def _abandon(self) -> None:
+        handle, self._file, self._path = self._file, None, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError:
+                pass
+
+    def _finish(self) -> None:
+        handle, path = self._file, self._path
+        assert handle is not None and path is not None
+        self._file, self._path = None, None
+        try:
+            handle.flush()
+            os.fsync(handle.fileno())
+        finally:
+            handle.close()
+        final = _free_name(path)
+        os.rename(self._open_path(path), final)
+        _fsync_directory(self.directory)
+        self.finished.append(final)

@@ -1,0 +1,80 @@
+"""Runs one Scrapy crawl of a fixed list of requests in its own process; prints stats as JSON.
+
+    python -m tests.warc.crawl_runner '{"get": [...], "post": [[url, body]], "settings": {...}}'
+
+The spider follows nothing. ``FlakyWarcExtension`` fails every second write, for the test
+that write errors are counted without stopping the crawl.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+
+from scrapy_irl.warc.extension import WarcExtension
+from scrapy_irl.warc.writer import RotatingWarcWriter
+
+
+class ListSpider(scrapy.Spider):
+    name = "warc-list"
+    def __init__(self, get: list[str], post: list[list[str]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.get, self.post = get, post
+
+    async def start(self):
+        for url in self.get:
+            yield scrapy.Request(url, callback=self.parse, errback=self.failed)
+        for url, body in self.post:
+            yield scrapy.Request(url, method="POST", body=body.encode(), callback=self.parse,
+                                 headers={"Content-Type": "text/plain"})
+
+    def parse(self, response):
+        self.crawler.stats.inc_value("test/parsed")
+
+    def failed(self, failure):
+        self.crawler.stats.inc_value("test/failed")
+
+
+class _FlakyWriter(RotatingWarcWriter):
+    calls = 0
+
+    def write(self, *records: Any) -> int:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            raise OSError(28, "No space left on device (simulated)")
+        return super().write(*records)
+
+
+class FlakyWarcExtension(WarcExtension):
+    def _make_writer(self, settings: Any) -> RotatingWarcWriter:
+        writer = super()._make_writer(settings)
+        writer.__class__ = _FlakyWriter
+        return writer
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    settings = {
+        "LOG_LEVEL": "INFO",
+        "TELNETCONSOLE_ENABLED": False,
+        "REMOTE_CONTROL_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        "CLOSESPIDER_TIMEOUT": 30,
+        "RETRY_ENABLED": False,
+        "DOWNLOAD_TIMEOUT": 10,
+        **config.get("settings", {}),
+    }
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(ListSpider)
+    process.crawl(crawler, get=config.get("get", []), post=config.get("post", []))
+    process.start()
+    stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))}
+    print("STATS " + json.dumps(stats))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""A loopback HTTP site with one response of each kind the WARC tests look for.
+
+``/`` is HTML, ``/img.png`` a PNG, ``/missing`` a 404, ``/gzip`` a gzip-encoded text,
+``/chunked`` a chunked body, ``POST /form`` echoes its body. Served on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+#: A 1x1 PNG, with a NUL and high bytes to prove binary bodies are kept byte for byte.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082"
+)
+HTML = b'<html><body><a href="/img.png">img</a> <a href="/missing">x</a></body></html>'
+TEXT = b"plain text, sent gzip-encoded " * 20
+CHUNKS = [b"first chunk;", b"second chunk;", b"third"]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _send(self, status: int, content_type: str, body: bytes, *extra: tuple[str, str]) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for name, value in extra:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/":
+            self._send(200, "text/html; charset=utf-8", HTML)
+        elif self.path == "/img.png":
+            self._send(200, "image/png", PNG)
+        elif self.path == "/gzip":
+            self._send(200, "text/plain", gzip.compress(TEXT), ("Content-Encoding", "gzip"))
+        elif self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in [*CHUNKS, b""]:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        else:
+            self._send(404, "text/plain", b"not here")
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._send(200, "text/plain", b"got " + body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@contextmanager
+def warc_site() -> Iterator[_Server]:
+    server = _Server(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

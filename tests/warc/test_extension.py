@@ -1,0 +1,244 @@
+"""WarcExtension: records built from Scrapy objects, error handling, then real crawls on loopback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from ipaddress import ip_address
+from pathlib import Path
+
+import pytest
+from scrapy import Request
+from scrapy.exceptions import NotConfigured
+from scrapy.http import HtmlResponse, Response
+from scrapy.utils.test import get_crawler
+from warcio.archiveiterator import ArchiveIterator
+
+from scrapy_irl.warc.extension import WarcExtension, warc_dir
+from tests.warc.site import CHUNKS, HTML, PNG, TEXT, warc_site
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTENSION = "scrapy_irl.warc.extension.WarcExtension"
+
+
+def make_extension(tmp_path: Path, **settings: object) -> WarcExtension:
+    crawler = get_crawler(settings_dict={"IRL_WARC_ENABLED": True, "IRL_WARC_DIR": str(tmp_path),
+                                         "IRL_WARC_PREFIX": "t", **settings})
+    return WarcExtension.from_crawler(crawler)
+
+
+def records_in(directory: Path) -> list:
+    """(type, uri, warc headers, http headers, payload) of every record of every finished file."""
+    out = []
+    for path in sorted(directory.glob("*.warc*")):
+        assert not path.name.endswith(".open"), path
+        with open(path, "rb") as handle:
+            for record in ArchiveIterator(handle):
+                out.append((record.rec_type, record.rec_headers.get_header("WARC-Target-URI"),
+                            record.rec_headers, record.http_headers, record.raw_stream.read()))  # stored bytes
+    return out
+
+
+def stat(ext: WarcExtension, key: str) -> object:
+    return ext.stats.get_value(f"irl_warc/{key}")
+
+
+def test_disabled_by_default():
+    with pytest.raises(NotConfigured):
+        WarcExtension.from_crawler(get_crawler(settings_dict={}))
+
+
+def test_directory_defaults(tmp_path: Path):
+    assert warc_dir(get_crawler(settings_dict={"IRL_WARC_DIR": "/x/y"}).settings) == "/x/y"
+    jobdir = tmp_path / "job"
+    assert warc_dir(get_crawler(settings_dict={"JOBDIR": str(jobdir)}).settings) == str(jobdir / "warc")
+    assert warc_dir(get_crawler(settings_dict={}).settings) == "warc"
+
+
+def test_invalid_settings_disable_with_a_reason(tmp_path: Path):
+    with pytest.raises(NotConfigured, match="IRL_WARC"):
+        make_extension(tmp_path, IRL_WARC_MAX_BYTES=0)
+
+
+def test_records_of_a_response(tmp_path: Path):
+    ext = make_extension(tmp_path, IRL_WARC_GZIP=False)
+    request = Request("http://a.example:8080/p;x?q=1#frag", method="POST", body=b"k=v",
+                      headers={"User-Agent": "ua", "Proxy-Authorization": "Basic c2VjcmV0",
+                               "Cookie": "a=b"})
+    response = HtmlResponse(
+        "http://a.example:8080/p;x?q=1", status=200, request=request, body=b"<html>decoded</html>",
+        headers={"Content-Type": "text/html", "Transfer-Encoding": "chunked",
+                 "Content-Length": "5", "Set-Cookie": ["a=1", "b=2"]},
+        ip_address=ip_address("127.0.0.1"), protocol="HTTP/1.1",
+    )
+    ext.response_received(response, request, None)
+    ext.spider_closed(None)
+    (_, _, _, _, info), resp, req = records_in(tmp_path)
+    assert b"http-header-user-agent: " in info and b"robots: " in info
+    assert resp[0] == "response" and req[0] == "request"
+    assert resp[1] == req[1] == "http://a.example:8080/p;x?q=1"
+    assert resp[2].get_header("WARC-IP-Address") == req[2].get_header("WARC-IP-Address") == "127.0.0.1"
+    assert req[2].get_header("WARC-Concurrent-To") == resp[2].get_header("WARC-Record-ID")
+    assert resp[2].get_header("WARC-Date") == req[2].get_header("WARC-Date")
+    assert resp[3].protocol == "HTTP/1.1" and resp[3].statusline == "200 OK"
+    assert resp[3].get_header("Transfer-Encoding") is None
+    assert resp[3].get_header("Content-Length") == str(len(b"<html>decoded</html>"))
+    assert [v for k, v in resp[3].headers if k == "Set-Cookie"] == ["a=1", "b=2"]
+    assert resp[4] == b"<html>decoded</html>"
+    assert req[3].protocol == "POST" and req[3].statusline == "/p;x?q=1 HTTP/1.1"
+    assert req[3].get_header("Host") == "a.example:8080"
+    assert req[3].get_header("Cookie") == "a=b" and req[3].get_header("Proxy-Authorization") is None
+    assert req[3].get_header("Content-Length") == "3" and req[4] == b"k=v"
+    assert (stat(ext, "records"), stat(ext, "files"), stat(ext, "write_errors")) == (2, 1, 0)
+    assert stat(ext, "bytes") == sum(p.stat().st_size for p in tmp_path.iterdir())
+
+
+def test_head_keeps_content_length_and_odd_status_and_non_http_urls(tmp_path: Path):
+    ext = make_extension(tmp_path)
+    head = Request("https://a.example/", method="HEAD")
+    ext.response_received(Response("https://a.example/", status=599, request=head,
+                                   headers={"Content-Length": "1234"}), head, None)
+    encoded = Request("http://a.example/br")  # HttpCompressionMiddleware off, or unknown coding
+    ext.response_received(Response("http://a.example/br", body=b"\x8b\x00", request=encoded,
+                                   headers={"Content-Encoding": "br"}), encoded, None)
+    data = Request("data:text/plain,hello")
+    ext.response_received(Response("data:text/plain,hello", body=b"hello", request=data,
+                                   headers={"Content-Type": "text/plain"}), data, None)
+    ext.spider_closed(None)
+    _, resp, req, br, _, resource = records_in(tmp_path)
+    assert br[3].get_header("Content-Encoding") == "br" and br[4] == b"\x8b\x00"
+    assert br[3].get_header("Content-Length") == "2"
+    assert resp[3].statusline == "599" and resp[3].get_header("Content-Length") == "1234"
+    assert resp[2].get_header("WARC-IP-Address") is None
+    assert req[3].protocol == "HEAD" and req[3].get_header("Host") == "a.example"
+    assert resource[0] == "resource" and resource[4] == b"hello"
+    assert resource[2].get_header("Content-Type") == "text/plain"
+    assert stat(ext, "records") == 5
+
+
+def test_write_errors_are_counted_logged_once_and_never_raise(tmp_path: Path, caplog):
+    directory = tmp_path / "warc"
+    ext = make_extension(directory, IRL_WARC_MAX_BYTES=1)  # a new file for every response
+    request = Request("http://a.example/")
+    response = Response("http://a.example/", body=b"x", request=request)
+    ext.response_received(response, request, None)
+    shutil.rmtree(directory)
+    with caplog.at_level(logging.ERROR, logger="scrapy_irl.warc.extension"):
+        for _ in range(3):
+            ext.response_received(response, request, None)
+        ext.spider_closed(None)
+    assert stat(ext, "write_errors") == 3
+    assert stat(ext, "write_errors/FileNotFoundError") == 3
+    assert stat(ext, "records") == 2
+    assert len([r for r in caplog.records if "WARC write failed" in r.getMessage()]) == 1
+
+
+def test_unserialisable_record_is_counted(tmp_path: Path):
+    ext = make_extension(tmp_path)
+    request = Request("http://a.example/")
+    response = Response("http://a.example/", body=b"x", request=request)
+    ext.records_for = lambda *a: [object()]  # type: ignore[method-assign]
+    ext.response_received(response, request, None)
+    ext.spider_closed(None)
+    assert stat(ext, "write_errors") == 1 and stat(ext, "records") == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_recovery_stats(tmp_path: Path):
+    ext = make_extension(tmp_path, IRL_WARC_GZIP=False)
+    request = Request("http://a.example/")
+    for n in range(2):
+        ext.response_received(Response(f"http://a.example/{n}", body=b"x", request=request),
+                              request, None)
+    [open_file] = tmp_path.glob("*.open")
+    data = open_file.read_bytes()
+    open_file.write_bytes(data[:-10])  # the run is killed mid-record
+    (tmp_path / "t-20200101000000000000-00009.warc.gz.open").write_bytes(b"\x1f\x8b torn")
+    ext.writer._abandon()
+    again = make_extension(tmp_path, IRL_WARC_GZIP=False)
+    assert stat(again, "recovered_files") == 1 and stat(again, "recovered_files_removed") == 1
+    last_request = data.rfind(b"WARC/1.1\r\n", 0, data.rfind(b"WARC-Type: request"))  # torn
+    assert stat(again, "recovered_bytes_cut") == (len(data) - 10 - last_request) + len(b"\x1f\x8b torn")
+    again.spider_closed(None)
+
+
+# -- real crawls -----------------------------------------------------------------------------
+def crawl(config: dict, cwd: Path) -> tuple[dict, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.warc.crawl_runner", json.dumps(config)],
+        capture_output=True, text=True, timeout=60, cwd=cwd, env=env, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [l for l in proc.stdout.splitlines() if l.startswith("STATS ")][-1]
+    return json.loads(line[6:]), proc.stderr
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_real_crawl_archives_every_response(tmp_path: Path):
+    dead = f"http://127.0.0.1:{closed_port()}/refused"
+    with warc_site() as site:
+        base = site.base_url
+        paths = ["/", "/img.png", "/missing", "/gzip", "/chunked"]
+        stats, _ = crawl({"get": [base + p for p in paths] + [dead], "post": [[base + "/form", "a=1&b=2"]],
+                          "settings": {"EXTENSIONS": {EXTENSION: 0}, "IRL_WARC_ENABLED": True,
+                                       "JOBDIR": str(tmp_path / "job"), "IRL_WARC_PREFIX": "t"}},
+                         cwd=tmp_path)
+    directory = tmp_path / "job" / "warc"
+    records = records_in(directory)
+    assert records[0][0] == "warcinfo"
+    responses = {uri: (warc, http, body) for kind, uri, warc, http, body in records if kind == "response"}
+    requests = {uri: (warc, http, body) for kind, uri, warc, http, body in records if kind == "request"}
+    assert set(responses) == set(requests) == {base + p for p in [*paths, "/form"]}
+    for uri, (warc, http, _) in responses.items():
+        assert requests[uri][0].get_header("WARC-Concurrent-To") == warc.get_header("WARC-Record-ID")
+        assert warc.get_header("WARC-IP-Address") == "127.0.0.1"
+        assert http.get_header("Content-Length") == str(len(responses[uri][2]))
+        assert http.get_header("Transfer-Encoding") is None
+    assert responses[base + "/"][2] == HTML
+    png_http, png_body = responses[base + "/img.png"][1:]
+    assert png_body == PNG and png_http.get_header("Content-Type") == "image/png"
+    assert responses[base + "/missing"][1].statusline == "404 Not Found"
+    assert responses[base + "/missing"][2] == b"not here"
+    gz_http, gz_body = responses[base + "/gzip"][1:]
+    assert gz_body == TEXT and gz_http.get_header("Content-Encoding") is None
+    assert responses[base + "/chunked"][2] == b"".join(CHUNKS)
+    assert responses[base + "/form"][2] == b"got a=1&b=2"
+    form_request = requests[base + "/form"]
+    assert form_request[1].protocol == "POST" and form_request[2] == b"a=1&b=2"
+    assert requests[base + "/gzip"][1].get_header("Accept-Encoding")  # added by Scrapy
+    assert requests[base + "/"][1].get_header("Host") == base.removeprefix("http://")
+    assert stats["irl_warc/records"] == 12 and stats["irl_warc/files"] == 1
+    assert stats["irl_warc/write_errors"] == 0 and stats["finish_reason"] == "finished"
+    assert stats["irl_warc/bytes"] == sum(p.stat().st_size for p in directory.iterdir())
+    # the refused connection has no response: nothing archived (the 404 reaches the errback too)
+    assert stats["downloader/exception_count"] == 1 and stats["test/failed"] == 2
+
+
+@pytest.mark.slow
+def test_real_crawl_survives_write_errors(tmp_path: Path):
+    with warc_site() as site:
+        urls = [f"{site.base_url}/missing?{n}" for n in range(6)]
+        stats, stderr = crawl({"get": urls, "settings": {
+            "EXTENSIONS": {"tests.warc.crawl_runner.FlakyWarcExtension": 0},
+            "IRL_WARC_ENABLED": True, "IRL_WARC_MAX_BYTES": 1500, "CONCURRENT_REQUESTS": 1}},
+            cwd=tmp_path)
+    assert stats["finish_reason"] == "finished"
+    assert stats["downloader/response_count"] == 6
+    assert stats["irl_warc/write_errors"] == 3 and stats["irl_warc/records"] == 6
+    assert stderr.count("WARC write failed") == 1
+    records = records_in(tmp_path / "warc")  # the default directory, in the current one
+    assert len([r for r in records if r[0] == "response"]) == 3
+    assert stats["irl_warc/files"] == len(list((tmp_path / "warc").iterdir())) >= 2

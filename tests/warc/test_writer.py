@@ -1,0 +1,299 @@
+"""RotatingWarcWriter: round trip through warcio, rotation, crash recovery, write errors."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+from warcio.statusandheaders import StatusAndHeaders
+
+from scrapy_irl import __version__
+from scrapy_irl.warc.writer import RotatingWarcWriter, recover_open_file
+
+NAME = re.compile(r"^t-(\d{20})-(\d{5})\.warc(\.gz)?$")
+T0 = 1_700_000_000.25  # 2023-11-14 22:13:20.250000 UTC
+
+
+def clock() -> float:
+    return T0
+
+
+def pair(writer: RotatingWarcWriter, url: str, body: bytes) -> tuple:
+    headers = StatusAndHeaders("200 OK", [("Content-Type", "application/octet-stream"),
+                                          ("Content-Length", str(len(body)))],
+                               protocol="HTTP/1.1")
+    response = writer.create_record(url, "response", payload=io.BytesIO(body), length=len(body),
+                                    http_headers=headers)
+    request = writer.create_record(
+        url, "request", payload=io.BytesIO(b""), length=0,
+        warc_headers_dict={"WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")},
+        http_headers=StatusAndHeaders("GET / HTTP/1.1", [("Host", "a.example")], is_http_request=True),
+    )
+    return response, request
+
+
+def read(path: Path) -> list[dict]:
+    """Every record of ``path``: type, URI, headers and payload."""
+    out = []
+    with open(path, "rb") as handle:
+        for record in ArchiveIterator(handle):
+            out.append({
+                "type": record.rec_type,
+                "uri": record.rec_headers.get_header("WARC-Target-URI"),
+                "id": record.rec_headers.get_header("WARC-Record-ID"),
+                "to": record.rec_headers.get_header("WARC-Concurrent-To"),
+                "filename": record.rec_headers.get_header("WARC-Filename"),
+                "version": record.rec_headers.protocol,
+                "payload": record.content_stream().read(),
+            })
+    return out
+
+
+def warc_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if not p.name.endswith(".open"))
+
+
+@pytest.mark.parametrize("gzip", [True, False])
+def test_round_trip(tmp_path: Path, gzip: bool):
+    bodies = [b"", b"\x00\xff binary \r\n\r\n", b"x" * 70_000]
+    with RotatingWarcWriter(tmp_path, "t", 10**9, gzip=gzip, clock=clock) as writer:
+        for i, body in enumerate(bodies):
+            writer.write(*pair(writer, f"http://a.example/{i}", body))
+        assert writer.current_path is not None and writer.current_path.name.endswith(".open")
+    assert writer.current_path is None
+    [path] = warc_files(tmp_path)
+    assert not list(tmp_path.glob("*.open"))
+    match = NAME.match(path.name)
+    assert match and match.group(1) == "20231114221320250000" and match.group(2) == "00000"
+    assert bool(match.group(3)) == gzip
+    records = read(path)
+    assert [r["type"] for r in records] == ["warcinfo"] + ["response", "request"] * 3
+    assert all(r["version"] == "WARC/1.1" for r in records)
+    info = records[0]["payload"].decode()
+    assert f"software: scrapy-irl/{__version__}\r\n" in info
+    assert "format: WARC File Format 1.1\r\n" in info and "hostname: " in info
+    for i, body in enumerate(bodies):
+        response, request = records[1 + 2 * i], records[2 + 2 * i]
+        assert response["uri"] == request["uri"] == f"http://a.example/{i}"
+        assert response["payload"] == body
+        assert request["to"] == response["id"]
+    assert writer.records == 6 and writer.files == 1
+    assert writer.bytes == path.stat().st_size
+
+
+def test_rotation_by_size_keeps_groups_together_and_numbers_files(tmp_path: Path):
+    writer = RotatingWarcWriter(tmp_path, "t", max_bytes=3000, gzip=False, clock=clock)
+    for i in range(10):
+        writer.write(*pair(writer, f"http://a.example/{i}", bytes([65 + i]) * 1000))
+    writer.close()
+    paths = warc_files(tmp_path)
+    assert len(paths) == writer.files >= 3
+    assert [NAME.match(p.name).group(2) for p in paths] == [f"{n:05d}" for n in range(len(paths))]
+    uris = []
+    for path in paths:
+        records = read(path)
+        assert records[0]["type"] == "warcinfo"
+        assert records[0]["filename"] == path.name
+        assert [r["type"] for r in records[1:]] == ["response", "request"] * ((len(records) - 1) // 2)
+        assert all(a["id"] == b["to"] for a, b in zip(records[1::2], records[2::2]))
+        uris += [r["uri"] for r in records[1::2]]
+        # a file is finished once it reaches max_bytes: it exceeds it by < one group
+        assert path == paths[-1] or 3000 <= path.stat().st_size < 3000 + 2600
+    assert uris == [f"http://a.example/{i}" for i in range(10)]
+
+
+def test_close_without_writes_creates_no_file_and_writes_after_close_open_a_new_one(tmp_path: Path):
+    writer = RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock)
+    writer.close()
+    assert list(tmp_path.iterdir()) == []
+    writer.write(*pair(writer, "http://a.example/", b"1"))
+    writer.close()
+    writer.write(*pair(writer, "http://a.example/", b"2"))
+    writer.close()
+    # same clock tick, so only the serial tells the files apart
+    assert [NAME.match(p.name).group(2) for p in warc_files(tmp_path)] == ["00000", "00001"]
+
+
+def test_a_taken_name_is_never_overwritten(tmp_path: Path):
+    taken = tmp_path / "t-20231114221320250000-00000.warc.gz"
+    taken.write_bytes(b"someone else's")
+    with RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock) as writer:
+        writer.write(*pair(writer, "http://a.example/", b"1"))
+    assert taken.read_bytes() == b"someone else's"
+    assert (tmp_path / "t-20231114221320250000-00001.warc.gz").exists()
+
+
+def test_invalid_arguments(tmp_path: Path):
+    with pytest.raises(ValueError):
+        RotatingWarcWriter(tmp_path, "t", 0)
+    with pytest.raises(ValueError):
+        RotatingWarcWriter(tmp_path, "a/b", 10)
+
+
+# -- crash recovery ------------------------------------------------------------------------
+def killed_file(directory: Path, gzip: bool, n: int = 3) -> tuple[bytes, list[int]]:
+    """The bytes of a ``.open`` file holding warcinfo + ``n`` pairs, and record end offsets
+    (``ends[0]`` is the end of the warcinfo record, ``ends[k]`` that of the k-th record)."""
+    writer = RotatingWarcWriter(directory, "t", 10**9, gzip=gzip, clock=clock)
+    writer._open_new()
+    ends = [writer._size]
+    for i in range(n):
+        response, request = pair(writer, f"http://a.example/{i}", bytes([48 + i]) * (300 + 50 * i))
+        writer.write(response)
+        ends.append(writer._size)
+        writer.write(request)
+        ends.append(writer._size)
+    path = writer.current_path
+    assert path is not None
+    data = path.read_bytes()
+    writer._abandon()  # as if killed: the file stays .open
+    path.unlink()
+    return data, ends
+
+
+@pytest.mark.parametrize("gzip", [True, False])
+def test_recovery_keeps_complete_records_and_cuts_the_rest(tmp_path: Path, gzip: bool):
+    data, ends = killed_file(tmp_path / "model", gzip)
+    assert ends[6] == len(data)
+    cuts = {  # offset -> complete non-warcinfo records expected
+        len(data): 6,
+        ends[4]: 4,  # on a record boundary
+        ends[4] + 1: 4,  # one byte into the next record
+        ends[4] + 30: 4,  # in the next record's WARC headers
+        (ends[4] + ends[5]) // 2: 4,  # mid-record
+        ends[5] - 1: 4,  # the last byte (gzip trailer or separator) missing
+        ends[1] + 3: 1,
+    }
+    for n, (cut, expected) in enumerate(sorted(cuts.items())):
+        directory = tmp_path / f"run{n}"
+        directory.mkdir()
+        suffix = ".warc.gz.open" if gzip else ".warc.open"
+        open_path = directory / f"t-20200101000000000000-00007{suffix}"
+        open_path.write_bytes(data[:cut])
+        writer = RotatingWarcWriter(directory, "t", 10**9, gzip=gzip)
+        [recovered] = writer.recovered
+        kept_end = max([e for e in ends if e <= cut])
+        assert recovered.open_path == open_path
+        assert recovered.final_path == directory / open_path.name[: -len(".open")]
+        assert recovered.records == expected + 1  # warcinfo too
+        assert recovered.bytes_cut == cut - kept_end
+        assert not open_path.exists()
+        assert recovered.final_path.read_bytes() == data[:kept_end]
+        records = read(recovered.final_path)
+        assert [r["type"] for r in records] == ["warcinfo"] + ["response", "request"] * (expected // 2) + (
+            ["response"] if expected % 2 else [])
+        writer.close()
+
+
+@pytest.mark.parametrize("gzip", [True, False])
+def test_recovery_removes_a_file_without_a_page_record(tmp_path: Path, gzip: bool):
+    data, ends = killed_file(tmp_path / "model", gzip, n=1)
+    suffix = ".warc.gz.open" if gzip else ".warc.open"
+    directory = tmp_path / "run"
+    directory.mkdir()
+    cuts = [0, 10, ends[0] - 1, ends[0], ends[1] - 1]  # at most the warcinfo is complete
+    for n, cut in enumerate(cuts):
+        (directory / f"t-20200101000000000000-{n:05d}{suffix}").write_bytes(data[:cut])
+    others = sorted([f"other-20200101000000000000-00000{suffix}",  # other prefixes: left alone
+                     f"t-x-20200101000000000000-00000{suffix}"])
+    for name in others:
+        (directory / name).write_bytes(data[:10])
+    writer = RotatingWarcWriter(directory, "t", 10**9, gzip=gzip)
+    assert len(writer.recovered) == len(cuts)
+    assert all(r.removed and r.final_path is None for r in writer.recovered)
+    assert [r.bytes_cut for r in writer.recovered] == cuts
+    assert sorted(p.name for p in directory.iterdir()) == others
+
+
+def test_recovery_stops_at_a_damaged_record_without_raising(tmp_path: Path):
+    data, ends = killed_file(tmp_path / "model", True)
+    damaged = bytearray(data)
+    for i in range(ends[2] + 20, ends[2] + 40):  # inside the second pair's response member
+        damaged[i] ^= 0x55
+    directory = tmp_path / "run"
+    directory.mkdir()
+    (directory / "t-20200101000000000000-00000.warc.gz.open").write_bytes(bytes(damaged))
+    [recovered] = RotatingWarcWriter(directory, "t", 10**9).recovered
+    assert recovered.records == 3 and recovered.bytes_cut == len(data) - ends[2]
+    assert recovered.error
+    assert [r["type"] for r in read(recovered.final_path)] == ["warcinfo", "response", "request"]
+
+
+def test_recovery_does_not_overwrite_an_existing_final_file(tmp_path: Path):
+    data, _ = killed_file(tmp_path / "model", True)
+    directory = tmp_path / "run"
+    directory.mkdir()
+    (directory / "t-20200101000000000000-00000.warc.gz").write_bytes(b"keep me")
+    (directory / "t-20200101000000000000-00000.warc.gz.open").write_bytes(data)
+    [recovered] = RotatingWarcWriter(directory, "t", 10**9).recovered
+    assert recovered.final_path == directory / "t-20200101000000000000-00000-recovered-1.warc.gz"
+    assert (directory / "t-20200101000000000000-00000.warc.gz").read_bytes() == b"keep me"
+
+
+# -- write errors --------------------------------------------------------------------------
+class _FailingFile:
+    """Wraps the writer's file: writes half of the next chunk, then raises."""
+
+    def __init__(self, real: io.FileIO) -> None:
+        self.real = real
+        self.armed = True
+
+    def write(self, data: memoryview) -> int:
+        if self.armed:
+            self.armed = False
+            self.real.write(data[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+        return self.real.write(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+def test_a_failed_write_is_cut_off_and_the_file_stays_valid(tmp_path: Path):
+    writer = RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock)
+    writer.write(*pair(writer, "http://a.example/0", b"zero"))
+    size = writer._size
+    writer._file = _FailingFile(writer._file)
+    with pytest.raises(OSError):
+        writer.write(*pair(writer, "http://a.example/1", b"one" * 100))
+    assert writer.current_path.stat().st_size == size
+    writer.write(*pair(writer, "http://a.example/2", b"two"))
+    writer.close()
+    [path] = warc_files(tmp_path)
+    assert [r["uri"] for r in read(path)[1:]] == ["http://a.example/0"] * 2 + ["http://a.example/2"] * 2
+    assert writer.records == 4
+
+
+def test_a_removed_directory_raises_on_the_next_file(tmp_path: Path):
+    directory = tmp_path / "warc"
+    writer = RotatingWarcWriter(directory, "t", max_bytes=1, clock=clock)  # a file per write
+    writer.write(*pair(writer, "http://a.example/0", b"zero"))
+    for path in directory.iterdir():
+        path.unlink()
+    directory.rmdir()
+    with pytest.raises(FileNotFoundError):
+        writer.write(*pair(writer, "http://a.example/1", b"one"))
+    writer.close()  # nothing open: no error
+
+
+@pytest.mark.parametrize("gzip", [True, False])
+def test_recovery_at_every_cut_offset(tmp_path: Path, gzip: bool):
+    """Wherever a kill stops a write, recovery keeps exactly the records wholly written."""
+    data, ends = killed_file(tmp_path / "model", gzip, n=1)
+    suffix = ".warc.gz.open" if gzip else ".warc.open"
+    path = tmp_path / f"t-20200101000000000000-00000{suffix}"
+    near_ends = {e + d for e in [0, *ends] for d in range(-6, 7)}  # every byte near an end
+    for cut in sorted({*range(0, len(data) + 1, 23), *near_ends} & set(range(len(data) + 1))):
+        path.write_bytes(data[:cut])
+        recovered = recover_open_file(path)
+        kept = max(e for e in [0, *ends] if e <= cut)
+        if kept <= ends[0]:  # nothing but warcinfo: removed
+            assert recovered.removed and recovered.bytes_cut == cut
+        else:
+            assert recovered.final_path.read_bytes() == data[:kept]
+            assert recovered.bytes_cut == cut - kept
+            recovered.final_path.unlink()
+        assert not path.exists()
