@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.scheduler.simweb_process import ROOT, close_pairs, crawl, judged, simweb_server, spider_command
+from tests.scheduler.simweb_process import (
+    ROOT,
+    close_pairs,
+    crawl,
+    judged,
+    simweb_server,
+    spider_command,
+)
 
 POLITE = {
     "ADDONS": {"scrapy_irl.Addon": 0},
