@@ -203,6 +203,7 @@ class Beast:
         self.requeued = 0
         self._queues: dict[int, _Queue] = {}
         self._draining: list[_Queue] = []
+        self._resumed: list[_Queue] = []
         state = self._read_state()
         if state is None:
             self._next_id = 0
@@ -268,6 +269,8 @@ class Beast:
         self.qf = load(state["qf"])
         self.front = load(state["front"])
         self._draining = [load(q) for q in state["draining"]]
+        # Retired queues still owing records (held in RAM when the last run stopped).
+        self._resumed = [q for q in self._draining if q.size > 0]
         self.rescans = state.get("rescans", 0)
 
     def _remove_strays(self) -> None:
@@ -349,6 +352,13 @@ class Beast:
         got = self.front.pop()
         if got is not None:
             return got[0][_ENTRY.size :], got[1]
+        while self._resumed:  # records a previous run took but never finished: first
+            got = self._resumed[0].pop()
+            if got is not None:
+                return got[0][_ENTRY.size :], got[1]
+            self._resumed.pop(0)
+        if sum(q.size for q in self.ring) + self.qf.size <= 0:
+            return None  # nothing queued: do not spin the ring (it would churn files)
         for _ in range(4 * self.max_queues + 4):  # bounded: a few full cycles at most
             queue = self.ring[self.current]
             got = queue.pop()
@@ -419,7 +429,8 @@ class Beast:
 
     # -- sizes -----------------------------------------------------------------------------
     def __len__(self) -> int:
-        return sum(q.size for q in self.ring) + self.qf.size + self.front.size
+        owed = sum(q.size for q in self._resumed)
+        return sum(q.size for q in self.ring) + self.qf.size + self.front.size + owed
 
     def stats(self) -> dict[str, int]:
         out = {"j": self.j, "current": self.current + 1, "qf": self.qf.size, "queued": len(self),

@@ -17,10 +17,11 @@ import logging
 import shutil
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from scrapy import signals
 from scrapy.http import Request
 from scrapy.utils.defer import deferred_from_coro
@@ -29,7 +30,7 @@ from scrapy.utils.job import job_dir
 from twisted.internet import task
 
 from scrapy_irl import config
-from scrapy_irl.drum import Drum
+from scrapy_irl.drum import CHECK, Drum
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import hosts_dir
 from scrapy_irl.hosts.records import RobotsKind
@@ -132,6 +133,7 @@ class IrlScheduler:
         self._dns_wait: dict[str, list[Any]] = {}
         self._robots_wait: dict[str, list[Any]] = {}
         self._robots_fetching: set[str] = set()
+        self._direct: deque[Request] = deque()  # requests without a host (data:, file:)
         self._robots_hosts: dict[
             str, Host
         ] = {}  # robots.txt URL being fetched -> its host
@@ -243,7 +245,8 @@ class IrlScheduler:
 
     def _requeue_ram(self) -> int:
         """Graceful stop: requests in host queues and waits go back to disk (BEAST)."""
-        items: list[Any] = []
+        items: list[Any] = list(self._direct)
+        self._direct.clear()
         for name in list(self.polite.hosts):
             items.extend(self.polite.drain(name))
         for waits in (self._dns_wait, self._robots_wait):
@@ -280,9 +283,12 @@ class IrlScheduler:
         self.stats.inc_value("scheduler/enqueued")
         parts = urlparse_cached(request)
         host = (parts.hostname or "").lower()
-        if not host:
-            self.counts["no_host_dropped"] += 1
-            return False
+        if not host or parts.scheme not in ("http", "https"):
+            # data:, file:, unknown schemes: no host to be polite to; the downloader
+            # handles (or rejects) them, so hand them out as they come, in RAM.
+            self.counts["no_host"] += 1
+            self._direct.append(request)
+            return True
         source = request.meta.get("irl_source") or request.headers.get(b"Referer")
         if source:
             if isinstance(source, bytes):
@@ -308,12 +314,16 @@ class IrlScheduler:
         return True
 
     def _on_urlseen_results(self, batch: DrumBatch) -> None:
+        checked = (batch.ops & CHECK).astype(
+            bool
+        )  # UPDATE-only tuples: dont_filter marks
         unique = 0
-        for record in batch.unique_aux():
+        for i in np.flatnonzero(batch.unique & checked):
+            record = batch.aux(int(i))
             unique += 1
             host = (_url_parts(record_url(record)).hostname or "").lower()
             self.star.admit(record, host)  # STAR hands it to BEAST with (B_x, P_x)
-        duplicates = len(batch) - unique
+        duplicates = int(np.count_nonzero(checked)) - unique
         if duplicates:
             self.stats.inc_value("dupefilter/filtered", duplicates)
         self.counts["unique"] += unique
@@ -477,6 +487,8 @@ class IrlScheduler:
         return request
 
     def _pop(self, now: float) -> Request | None:
+        if self._direct:
+            return self._direct.popleft()
         for _ in range(10_000):  # bounded: each turn consumes one queued item
             got = self.polite.pop(now)
             if got is None:
@@ -644,7 +656,8 @@ class IrlScheduler:
     # -- state -----------------------------------------------------------------------------
     def has_pending_requests(self) -> bool:
         return bool(
-            len(self.polite)
+            self._direct
+            or len(self.polite)
             or self._dns_wait
             or self._robots_wait
             or self._robots_fetching
@@ -656,4 +669,9 @@ class IrlScheduler:
         )
 
     def __len__(self) -> int:
-        return self._ram_items() + len(self.beast) + self.urlseen.pending_tuples
+        return (
+            len(self._direct)
+            + self._ram_items()
+            + len(self.beast)
+            + self.urlseen.pending_tuples
+        )

@@ -133,3 +133,26 @@ def test_bad_state_is_refused(tmp_path):
 def test_parameters_validated(tmp_path):
     with pytest.raises(ValueError):
         Beast(tmp_path, initial_queues=1)
+
+
+def test_records_owed_by_a_retired_queue_come_back_after_a_kill(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=2, fsync=False)
+    for i in range(4):
+        beast.push(f"r{i}".encode(), 100, i)  # Q2
+    held = [beast.pop() for _ in range(4)]  # reading Q2; all four now in RAM
+    assert beast.pop() is None  # Q2 read out: retired, its records still owed
+    beast.done(held[0][1])
+    beast.done(held[2][1])
+    beast.save()
+    again = Beast(tmp_path, initial_queues=2, max_queues=2, fsync=False)
+    assert len(again) == 2
+    assert drain(again) == ["r1", "r3"]
+
+
+def test_empty_beast_does_not_churn_files(tmp_path):
+    beast = Beast(tmp_path, initial_queues=4, max_queues=8, fsync=False)
+    before = sorted(p.name for p in tmp_path.glob("q*.beast"))
+    for _ in range(100):
+        assert beast.pop() is None
+    beast.save()
+    assert sorted(p.name for p in tmp_path.glob("q*.beast")) == before
