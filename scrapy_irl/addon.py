@@ -35,6 +35,7 @@ class Addon:
         settings.set("SCHEDULER", "scrapy_irl.scheduler.IrlScheduler", priority="addon")
         settings.set("DOWNLOAD_DELAY", 0, priority="addon")
         settings.set("AUTOTHROTTLE_ENABLED", False, priority="addon")
+        settings.set_in_component_priority_dict("EXTENSIONS", _load("scrapy_irl.progress.IrlProgress"), 0)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
         if STOCK_ROBOTS not in middlewares:  # the project did not place it itself
             settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(STOCK_ROBOTS), None)

@@ -125,6 +125,14 @@ IRL_WARC_MAX_BYTES = 1_000_000_000
 # Compress each record as its own gzip member (.warc.gz); False writes plain .warc.
 IRL_WARC_GZIP = True
 
+# --- Progress (scrapy_irl.progress.IrlProgress) --------------------------------------------
+# Log a progress line with the frontier sizes (enabled by the add-on).
+IRL_PROGRESS_ENABLED = True
+# Seconds between progress lines.
+IRL_PROGRESS_INTERVAL = 10.0
+# Also redraw a one-line progress bar every second when stderr is a terminal.
+IRL_PROGRESS_BAR = True
+
 # --- simweb (the simulated web; read by its DNS resolver and the broad spider) ------------
 # JSON file describing the web (written by ``python -m scrapy_irl.simweb --config-out``);
 # when set it wins over the size/seed/plds/port settings below.

@@ -31,6 +31,10 @@ class Host:
     delay: float  # tau_h for this host (already includes its Crawl-delay)
     queue: deque[Any] = field(default_factory=deque)
     last_start: float = float("-inf")
+    previous_start: float = float("-inf")  # last_start before the current hand-out
+    hop_start: float = float(
+        "-inf"
+    )  # latest robots.txt redirect hop (a request to the host)
     in_flight: bool = False
     gen: int = 0  # host-heap entry generation (lazy deletion)
     ready: bool = False  # in its IP's ready list
@@ -170,6 +174,7 @@ class Politeness:
             item = host.queue.popleft()
             self.items -= 1
             host.in_flight = True
+            host.previous_start = host.last_start
             host.last_start = now
             host.gen += 1
             address.in_flight += 1
@@ -182,34 +187,44 @@ class Politeness:
     def reserve(self, host: Host, now: float) -> float:
         """Book a start for an extra request of ``host`` (a robots.txt redirect hop).
 
-        Returns when it may start: once both the host's and its IP's delays have passed.
-        That moment becomes their last start, so nothing else is handed out too close to it.
+        Returns when it may start: once its IP's delay has passed (robots.txt fetches are
+        limited by the IP heap only). That moment becomes the IP's last start, so nothing
+        else is handed out to the IP too close to it.
         """
         address = self.ips[host.ip]
-        start = max(now, host.due_at(), address.due_at())
-        host.last_start = start
+        start = max(now, address.due_at())
         address.last_start = start
+        host.hop_start = (
+            start  # a hop is a plain request to the host: pages wait after it
+        )
         if address.in_heap:
             self._schedule_ip(address)
         return start
 
-    def restarted(self, host: Host, now: float) -> None:
+    def restarted(self, host: Host, now: float, *, host_too: bool = True) -> None:
         """The request of ``host`` really started at ``now`` (later than its hand-out).
 
         Moves both delays' reference points forward, so gaps hold between the moments
         requests reach the network rather than the moments they were handed out.
         """
-        host.last_start = max(host.last_start, now)
+        if host_too:
+            host.last_start = max(host.last_start, now)
         address = self.ips[host.ip]
         if now > address.last_start:
             address.last_start = now
             if address.in_heap:
                 self._schedule_ip(address)
 
-    def finished(self, host: Host, now: float) -> None:
-        """The request handed out for ``host`` is over (response, failure or drop)."""
+    def finished(self, host: Host, now: float, *, count_for_host: bool = True) -> None:
+        """The request handed out for ``host`` is over (response, failure or drop).
+
+        ``count_for_host=False`` (a robots.txt fetch) restores the host's previous start:
+        IRLbot limits robots.txt downloads by the IP heap only (chapter VII section 1).
+        """
         if not host.in_flight:
             return
+        if not count_for_host:
+            host.last_start = max(host.previous_start, host.hop_start)
         host.in_flight = False
         address = self.ips[host.ip]
         address.in_flight -= 1

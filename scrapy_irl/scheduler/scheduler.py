@@ -448,7 +448,7 @@ class IrlScheduler:
         self._robots_fetching.discard(origin)
         self._robots_hosts.pop(origin + "/robots.txt", None)
         now = self.clock()
-        self.polite.finished(host, now)
+        self.polite.finished(host, now, count_for_host=False)
         items = self._robots_wait.pop(origin, [])
         if self._closed:
             return
@@ -557,7 +557,7 @@ class IrlScheduler:
         if (
             robots_host is not None
         ):  # our robots.txt fetch (or a redirect hop of it) starts now
-            self.polite.restarted(robots_host, self.clock())
+            self.polite.restarted(robots_host, self.clock(), host_too=False)
             return
         entry = self._handed.get(id(request))
         if entry is not None:
@@ -568,7 +568,7 @@ class IrlScheduler:
         if request.meta.get("dont_obey_robotstxt"):
             robots_host = self._robots_hosts.pop(request.url, None)
             if robots_host is not None:
-                self._correct_start(robots_host, request)
+                self.polite.restarted(robots_host, self.clock(), host_too=False)
             return
         entry = self._handed.pop(id(request), None)
         if entry is not None:
@@ -613,6 +613,14 @@ class IrlScheduler:
             self.beast.sync()
             self._expire_handouts(now)
             self.polite.forget_idle(now)
+            if self._would_idle(now):
+                # The engine only asks when a slot frees or a host is due; while every
+                # host waits out its delay, new URLs must still flow from URLseen to BEAST.
+                self._last_idle_merge = now
+                self.urlseen.merge()
+                self.star.flush()
+                self._fill()
+                self._wake_engine()
             self._publish_stats()
         except Exception:
             logger.exception(

@@ -137,3 +137,24 @@ def test_random_schedule_never_violates(seed, hosts, ips, cap):
         assert all(g >= host_delay[name] - 1e-9 for g in gaps)
     for times in ip_starts.values():
         assert all(b - a >= ip_delay - 1e-9 for a, b in zip(times, times[1:]))
+
+
+def test_robots_fetch_counts_for_the_ip_but_not_the_host():
+    p = make({"a": ("1", 10.0), "b": ("1", 10.0)}, ip_delay=0.5)
+    p.push("a", "robots")
+    p.push("a", "page")
+    host, item = p.pop(0.0)
+    assert item == "robots"
+    p.finished(host, 0.2, count_for_host=False)
+    assert p.pop(0.3) is None  # the IP delay still holds
+    assert p.pop(0.5)[1] == "page"  # but not the host's 10 s
+
+
+def test_reserve_books_the_ip():
+    p = make({"a": ("1", 10.0), "b": ("1", 0.0)}, ip_delay=1.0)
+    p.push("a", "x")
+    host, _ = p.pop(0.0)
+    assert p.reserve(host, 0.2) == 1.0  # a redirect hop waits for the IP
+    p.push("b", "y")
+    assert p.pop(1.5) is None  # the hop took the IP at 1.0
+    assert p.pop(2.0)[1] == "y"

@@ -1,0 +1,54 @@
+"""The progress line reports pages/s and the IRL frontier."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import pytest
+from scrapy.exceptions import NotConfigured
+from scrapy.settings import Settings
+from scrapy.statscollectors import MemoryStatsCollector
+
+from scrapy_irl.progress import IrlProgress, frontier_summary
+
+
+def crawler(**settings):
+    c = SimpleNamespace(settings=Settings(settings), spider=None,
+                        signals=SimpleNamespace(connect=lambda *a, **k: None))
+    c.stats = MemoryStatsCollector(c)
+    return c
+
+
+def test_line_has_rate_and_frontier():
+    c = crawler()
+    ext = IrlProgress(c, 10.0, bar=False)
+    c.stats.set_value("response_received_count", 50)
+    for key, value in {"irl_sched/beast/j": 4, "irl_sched/beast/queued": 120, "irl_sched/beast/qf": 7,
+                       "irl_sched/urlseen_pending": 33, "irl_sched/beast/placed_in_qf": 9,
+                       "irl_sched/robots_waiting_origins": 2}.items():
+        c.stats.set_value(key, value)
+    line = ext.line()
+    assert line.startswith("50 pages (")
+    assert "BEAST 120 (j=4, Q_F 7)" in line and "urlseen 33" in line
+    assert "deferred by budget 9" in line and "robots.txt 2 origins" in line
+
+
+def test_without_irl_scheduler():
+    assert frontier_summary({}) == "frontier: (Scrapy scheduler)"
+
+
+def test_bar_redraws_and_clears():
+    c = crawler()
+    stream = io.StringIO()
+    ext = IrlProgress(c, 10.0, bar=True, stream=stream)
+    ext.draw_bar()
+    assert stream.getvalue().startswith("\r[scrapy-irl]")
+    ext._clear_bar()
+    assert stream.getvalue().endswith("\r")
+
+
+@pytest.mark.parametrize("settings", [{"IRL_PROGRESS_ENABLED": False}, {"IRL_PROGRESS_INTERVAL": 0}])
+def test_disabled(settings):
+    with pytest.raises(NotConfigured):
+        IrlProgress.from_crawler(crawler(**settings))
