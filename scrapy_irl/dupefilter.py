@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import struct
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +27,9 @@ from scrapy.utils.request import referer_str
 from twisted.internet import task
 
 from scrapy_irl import config
-from scrapy_irl.urlseen import URLSeen
+from scrapy_irl.urlseen import URLSeen, key_of, unpack_key
+
+_key_of = unpack_key
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -75,6 +78,8 @@ class DrumDupeFilter(BaseDupeFilter):
             verify_on_open=verify_on_open,
         )
         self._drum = self.urlseen.drum
+        # Bound once: request_seen runs per request, so no attribute chains there.
+        self._fingerprint = fingerprinter.fingerprint
         self._check_update = self._drum.check_update_sync
         self._timer: task.LoopingCall | None = None
         if len(self.urlseen) or self.urlseen.pending:
@@ -112,8 +117,14 @@ class DrumDupeFilter(BaseDupeFilter):
         )
 
     def request_seen(self, request: Request) -> bool:
-        fingerprint = self.fingerprinter.fingerprint(request)
-        return self._check_update(int.from_bytes(fingerprint[:8], "big"))
+        # The DRUM key is the fingerprint's first 8 bytes, big-endian (urlseen.key_of);
+        # a precompiled struct reads it without slicing a copy first.
+        fingerprint = self._fingerprint(request)
+        try:
+            key = _key_of(fingerprint)[0]
+        except struct.error:
+            key = key_of(fingerprint)  # raises ValueError: under 8 bytes
+        return self._check_update(key)
 
     def open(self) -> None:
         # Bounds the crash window: RAM buffers reach the bucket files at least this often

@@ -49,3 +49,11 @@ def test_key_of_needs_eight_bytes():
     assert key_of(b"\x00" * 7 + b"\x01" + b"rest") == 1
     with pytest.raises(ValueError):
         key_of(b"short")
+
+
+def test_key_of_is_the_big_endian_prefix():
+    from scrapy_irl.urlseen import key_of, unpack_key
+
+    fingerprint = bytes(range(1, 21))
+    assert key_of(fingerprint) == int.from_bytes(fingerprint[:8], "big")
+    assert unpack_key(fingerprint)[0] == key_of(fingerprint)

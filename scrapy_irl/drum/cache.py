@@ -13,7 +13,7 @@ import bisect
 import os
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -191,6 +191,14 @@ def verify_cache_file(path: Path, expected_size: int, expected_crc: int | None) 
 _PAGE_BYTES = 4096
 _PAGE_KEYS = _PAGE_BYTES // KEY_DTYPE.itemsize
 _NATIVE_LITTLE = sys.byteorder == "little"
+#: Z keys read per step while building the index (a multiple of a page's keys).
+_SCAN_KEYS = 1 << 19
+#: The filter aims at this many bits per Z key (3 bits set per key: ~3% false positives)...
+_FILTER_BITS_PER_KEY = 8
+#: ...and is not built when the byte cap leaves fewer than this (it would pass nearly all).
+_FILTER_MIN_BITS_PER_KEY = 3
+#: Default cap of the filter's size: its RAM never exceeds this, whatever Z holds.
+FILTER_MAX_BYTES = 1 << 20
 
 
 class CacheIndex:
@@ -202,19 +210,40 @@ class CacheIndex:
     pages in RAM, but outside the process: RSS does not grow with Z. (A memory-mapped Z was
     tried first and measured: with large page-cache folios a few hundred lookups mapped the
     whole file into the process's RSS.)
+
+    In front of the ``pread`` sits a blocked Bloom filter of Z's keys: one 64-bit word per
+    key, named by the key's top bits, with three bits chosen by its low bits. Most keys
+    that are not in Z (every new URL) are then answered without a system call. It takes
+    about a byte per key, at most ``filter_max_bytes`` (a fixed bound, 1 MiB by default);
+    if that leaves under 3 bits a key, Z is too large for it to help and it is not built.
+    Keys are hashes, so these bits are uniform; the filter is rebuilt from Z by each
+    merge (Z is read sequentially, which also yields the fence).
     """
 
-    def __init__(self, keys_path: Path, count: int) -> None:
+    def __init__(
+        self, keys_path: Path, count: int, *, filter_max_bytes: int = FILTER_MAX_BYTES
+    ) -> None:
         self.count = count
         self._fd: int | None = None
         self._fence: list[int] = []
+        self._filter: np.ndarray | None = None
+        self._filter_shift = 64
         # One reusable page buffer and its uint64 view: no allocation per lookup.
         self._page = bytearray(_PAGE_BYTES)
         self._page_list = [self._page]
         self._page_keys = memoryview(self._page).cast("Q") if _NATIVE_LITTLE else None
         if count:
             self._fd = os.open(keys_path, os.O_RDONLY)
-            self._fence = self._read_fence(keys_path, count)
+            words_log2 = max(0, (count * _FILTER_BITS_PER_KEY - 1).bit_length() - 6)
+            while words_log2 and (8 << words_log2) > filter_max_bytes:
+                words_log2 -= 1
+            if (64 << words_log2) >= count * _FILTER_MIN_BITS_PER_KEY:
+                self._fence = self._scan(keys_path, count, words_log2)
+            else:
+                self._fence = self._read_fence(keys_path, count)
+        #: ``contains(key)``: the membership test, a closure over the index's state so a
+        #: lookup does no attribute lookups (the sync dupefilter calls it per request).
+        self.contains = self._make_contains()
 
     @staticmethod
     def _read_fence(keys_path: Path, count: int) -> list[int]:
@@ -225,25 +254,104 @@ class CacheIndex:
                 fence.append(int.from_bytes(handle.read(8), "little"))
         return fence
 
+    def _scan(self, keys_path: Path, count: int, words_log2: int) -> list[int]:
+        """Read Z once: collect the fence and build the filter (2**words_log2 words)."""
+        shift = 64 - words_log2
+        words = np.zeros(1 << words_log2, dtype=np.uint64)
+        fence: list[int] = []
+        one = np.uint64(1)
+        six = np.uint64(63)
+        with open(keys_path, "rb") as handle:
+            remaining = count
+            while remaining:
+                n = min(_SCAN_KEYS, remaining)
+                raw = handle.read(n * KEY_DTYPE.itemsize)
+                if len(raw) != n * KEY_DTYPE.itemsize:
+                    raise DrumCorruptionError(f"{keys_path}: file shorter than its record count")
+                remaining -= n
+                keys = np.frombuffer(raw, dtype=KEY_DTYPE)
+                fence.extend(keys[::_PAGE_KEYS].tolist())
+                bits = (
+                    (one << (keys & six))
+                    | (one << ((keys >> np.uint64(6)) & six))
+                    | (one << ((keys >> np.uint64(12)) & six))
+                )
+                # Z is sorted, so the word index (top bits) is too: OR each run at once.
+                slot = keys >> np.uint64(shift) if shift < 64 else np.zeros(n, dtype=np.uint64)
+                starts = np.flatnonzero(np.diff(slot, prepend=~slot[:1]))
+                words[slot[starts]] |= np.bitwise_or.reduceat(bits, starts)
+                del raw, keys, bits, slot
+        self._filter = words
+        self._filter_shift = shift
+        return fence
+
+    def _make_contains(self) -> Callable[[int], bool]:
+        fd = self._fd
+        if fd is None:
+            return _absent
+        fence = self._fence
+        first = fence[0]
+        buffers = self._page_list
+        keys = self._page_keys
+        preadv = os.preadv
+        bisect_left = bisect.bisect_left
+        bisect_right = bisect.bisect_right
+        page_bytes = _PAGE_BYTES
+        if keys is None:  # pragma: no cover  (big-endian hosts)
+            page_buffer = self._page
+
+            def contains_portable(key: int) -> bool:
+                if key < first:
+                    return False
+                page = bisect_right(fence, key) - 1
+                got = preadv(fd, buffers, page * page_bytes) >> 3
+                window = np.frombuffer(page_buffer, dtype=KEY_DTYPE, count=got)
+                i = int(np.searchsorted(window, np.uint64(key)))
+                return i < got and int(window[i]) == key
+
+            return contains_portable
+
+        if self._filter is None:
+
+            def contains(key: int) -> bool:
+                if key < first:
+                    return False
+                page = bisect_right(fence, key) - 1
+                got = preadv(fd, buffers, page * page_bytes) >> 3
+                i = bisect_left(keys, key, 0, got)
+                return i < got and keys[i] == key
+
+            return contains
+
+        words = memoryview(self._filter)  # type: ignore[arg-type]  # ndarray is a buffer
+        shift = self._filter_shift
+
+        def contains_filtered(key: int) -> bool:
+            bits = (1 << (key & 63)) | (1 << (key >> 6 & 63)) | (1 << (key >> 12 & 63))
+            if words[key >> shift] & bits != bits or key < first:
+                return False
+            page = bisect_right(fence, key) - 1
+            got = preadv(fd, buffers, page * page_bytes) >> 3
+            i = bisect_left(keys, key, 0, got)
+            return i < got and keys[i] == key
+
+        return contains_filtered
+
     def __contains__(self, key: int) -> bool:
         if self._fd is None:
             return False
-        page = bisect.bisect_right(self._fence, key) - 1
-        if page < 0:
-            return False
-        got = os.preadv(self._fd, self._page_list, page * _PAGE_BYTES) >> 3
-        keys = self._page_keys
-        if keys is not None:
-            i = bisect.bisect_left(keys, key, 0, got)
-            return i < got and keys[i] == key
-        window = np.frombuffer(self._page, dtype=KEY_DTYPE, count=got)  # pragma: no cover
-        i = int(np.searchsorted(window, np.uint64(key)))  # (big-endian hosts)
-        return i < got and int(window[i]) == key
+        return self.contains(key)
 
     def close(self) -> None:
+        self.contains = _absent
+        self._filter = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
         if self._page_keys is not None:
             self._page_keys.release()
             self._page_keys = None
+
+
+def _absent(key: int) -> bool:
+    return False

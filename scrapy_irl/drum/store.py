@@ -202,6 +202,9 @@ class Drum:
         self._appends_since_clock = 0
         self._last_write_out = clock()
         self._pending = PendingKeys(buckets)
+        # The sync hot path uses these bound once (the objects live as long as the store).
+        self._pending_recent = self._pending.recent
+        self._pending_older = self._pending.older_contains if sync_index else _no_sync_index
         self._check_update_suffix = _OP_BYTES[CHECK_UPDATE] + self._zero_value
         self._cache_index: CacheIndex | None = None
         self._lock_fd = self._acquire_lock()
@@ -447,7 +450,9 @@ class Drum:
             raise DrumError("contains() needs a store opened with sync_index=True")
         stats = self.stats
         stats.sync_lookups += 1
-        if key in self._pending or key in self._cache_index:  # type: ignore[operator]
+        if not 0 <= key < _KEY_LIMIT:
+            return False
+        if key in self._pending or self._cache_index.contains(key):  # type: ignore[union-attr]
             stats.sync_hits += 1
             return True
         return False
@@ -459,22 +464,36 @@ class Drum:
         Scrapy's synchronous ``request_seen``; batch callers should use :meth:`submit`.
         It is the hot path of a crawl, hence written out flat.
         """
-        if not self.sync_index:
-            raise DrumError("check_update_sync() needs a store opened with sync_index=True")
         stats = self.stats
         stats.sync_lookups += 1
-        if key in self._pending or key in self._cache_index:  # type: ignore[operator]
+        recent = self._pending_recent
+        if key in recent:  # the newest keys: most repeats end here
             stats.sync_hits += 1
             return True
+        try:
+            if self._pending_older(key) or self._cache_index.contains(key):  # type: ignore[union-attr]
+                stats.sync_hits += 1
+                return True
+        except (IndexError, TypeError, AttributeError):  # e.g. a key >= 2**64: past the buckets
+            if not self.sync_index:
+                raise DrumError("check_update_sync() needs a store opened with sync_index=True") from None
+            if self._closed:
+                raise DrumError("DRUM store is closed") from None
+            raise DrumError(f"key must be an unsigned 64-bit integer, got {key!r}") from None
         if self._closed:
             raise DrumError("DRUM store is closed")
-        if not 0 <= key < _KEY_LIMIT:
+        if key < 0:
             raise DrumError(f"key must be an unsigned 64-bit integer, got {key!r}")
         bucket = self._buckets[key >> self._shift]
         bucket.append(key.to_bytes(8, "little") + self._check_update_suffix, b"")
         stats.tuples_appended += 1
-        self._pending.add(key)
-        self._after_append(bucket)
+        recent.add(key)
+        if len(recent) >= self._pending.fold_at:
+            self._pending.fold()
+        if bucket.buffered_bytes >= self.buffer_bytes or self._appends_since_clock >= 63:
+            self._after_append(bucket)
+        else:
+            self._appends_since_clock += 1
         return False
 
     # -- merging ---------------------------------------------------------------------------
@@ -730,6 +749,10 @@ class Drum:
 
 
 _OP_BYTES = {op: bytes([op]) for op in (CHECK, UPDATE, CHECK_UPDATE)}
+
+
+def _no_sync_index(key: int) -> bool:
+    raise TypeError("no sync index")
 _VALID_OPS = np.array([CHECK, UPDATE, CHECK_UPDATE], dtype=np.uint8)
 
 

@@ -291,3 +291,78 @@ def test_explicit_write_outs_merge_at_r(tmp_path):
                 drum.write_out()
         assert drum.stats.merges >= 5
         assert drum.largest_bucket_bytes < 900 + 90
+
+
+@pytest.mark.parametrize("buckets_", [1, 4, 16])
+def test_sync_path_agrees_with_a_set_across_folds_and_merges(tmp_path, buckets_):
+    """check_update_sync vs a Python set: recent keys, folded runs, Z (filtered or not)."""
+    rng = np.random.default_rng(buckets_)
+    universe = rng.integers(0, 1 << 64, 6000, dtype=np.uint64, endpoint=False).tolist()
+    universe += [0, 1, (1 << 64) - 1, 1 << 63]
+    model: set[int] = set()
+    with Drum(tmp_path, buckets=buckets_, sync_index=True, store_aux=False,
+              buffer_bytes=256, bucket_bytes=1024, fsync=False) as drum:
+        drum._pending.fold_at = 97  # fold often: exercise the runs and their radix tables
+        for k in rng.choice(len(universe), 20000).tolist():
+            key = universe[k]
+            assert drum.check_update_sync(key) == (key in model), key
+            model.add(key)
+        assert drum.stats.merges >= 2
+        assert all(drum.contains(key) == (key in model) for key in universe)
+        assert not drum.contains(1 << 64) and not drum.contains(-1)
+
+
+def test_check_update_sync_errors(tmp_path):
+    with Drum(tmp_path / "a", store_aux=False) as drum:
+        with pytest.raises(DrumError, match="sync_index"):
+            drum.check_update_sync(1)
+    drum = Drum(tmp_path / "b", sync_index=True, store_aux=False)
+    for bad in (-1, 1 << 64, 1 << 70):
+        with pytest.raises(DrumError, match="64-bit"):
+            drum.check_update_sync(bad)
+    assert not drum.check_update_sync(5)
+    drum.merge()
+    drum.close()
+    with pytest.raises(DrumError, match="closed"):
+        drum.check_update_sync(6)
+
+
+def test_pending_keys_bulk_and_single_inserts_dedupe():
+    from scrapy_irl.drum.pending import PendingKeys
+
+    pending = PendingKeys(4, fold_at=5)
+    keys = [(i * 0x9E3779B97F4A7C15) & ((1 << 64) - 1) for i in range(1, 200)]
+    pending.add_many(np.array(keys[:100] + keys[:50], dtype=np.uint64))
+    assert len(pending) == 100
+    for key in keys[50:150]:
+        if key not in pending:
+            pending.add(key)
+    pending.fold()
+    assert len(pending) == 150
+    assert all(key in pending for key in keys[:150])
+    assert not any(key in pending for key in keys[150:])
+    pending.clear()
+    assert len(pending) == 0 and keys[0] not in pending
+    pending.add(keys[0])
+    assert keys[0] in pending and pending.older_contains(keys[0]) is False
+
+
+@pytest.mark.parametrize("cap", [1 << 20, 64])
+def test_cache_index_with_and_without_filter(tmp_path, cap):
+    from scrapy_irl.drum.cache import CacheIndex
+
+    rng = np.random.default_rng(7)
+    keys = np.unique(rng.integers(0, 1 << 64, 5000, dtype=np.uint64, endpoint=False))
+    keys = np.union1d(keys, np.array([0, (1 << 64) - 1], dtype=np.uint64))
+    path = tmp_path / "z.keys.drum"
+    keys.astype("<u8").tofile(path)
+    index = CacheIndex(path, len(keys), filter_max_bytes=cap)
+    assert (index._filter is not None) == (cap > 64)
+    assert len(index._fence) == (len(keys) + 511) // 512
+    assert all(int(k) in index for k in keys)
+    others = rng.integers(0, 1 << 64, 5000, dtype=np.uint64, endpoint=False)
+    present = set(keys.tolist())
+    assert all((k in index) == (k in present) for k in others.tolist())
+    index.close()
+    assert 5 not in index and not index.contains(int(keys[0]))
+    assert not CacheIndex(path, 0).contains(int(keys[0]))
