@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import scrapy
+from scrapy import signals
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
 from w3lib.url import safe_url_string
@@ -49,6 +50,13 @@ def read_seeds(path: Path) -> tuple[list[str], list[tuple[int, str]]]:
 
 class BroadSpider(scrapy.Spider):
     name = "broad"
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> BroadSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        # After every spider_closed handler: the WARC writer has renamed its last file.
+        crawler.signals.connect(spider._list_warc_files, signal=signals.engine_stopped)
+        return spider
 
     def __init__(
         self,
@@ -134,7 +142,6 @@ class BroadSpider(scrapy.Spider):
         return self._running.web.seed_urls(self.simweb_seeds)
 
     def closed(self, reason: str) -> None:
-        self._list_warc_files()
         if self._simweb is None:
             return
         try:
