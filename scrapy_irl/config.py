@@ -36,3 +36,7 @@ def getint(settings: BaseSettings, name: str) -> int:
 
 def getfloat(settings: BaseSettings, name: str) -> float:
     return settings.getfloat(name, _default(name))
+
+
+def getlist(settings: BaseSettings, name: str) -> list[str]:
+    return settings.getlist(name, _default(name))

@@ -109,6 +109,10 @@ IRL_FRONTIER_URLSEEN_BUCKET_BYTES = 1024 * 1024
 IRL_HANDOUT_TIMEOUT = 60.0
 # Least seconds between merges forced because the downloader would idle.
 IRL_IDLE_MERGE_INTERVAL = 1.0
+# Query parameters (case-insensitive) removed from URLs before dedup and fetch: session ids
+# turn one page into endless URL variants. "jsessionid" also strips ";jsessionid=" path
+# parameters. An empty list keeps URLs as they are.
+IRL_SESSION_PARAMS = ["sid", "sessionid", "session_id", "phpsessid", "jsessionid", "aspsessionid", "cfid", "cftoken"]
 # PLDs listed in the close-time table (largest in-degree first).
 IRL_REPORT_TOP_PLDS = 20
 

@@ -45,6 +45,7 @@ from scrapy_irl.scheduler.codec import (
 )
 from scrapy_irl.scheduler.delays import DelayPolicy
 from scrapy_irl.scheduler.politeness import Host, Politeness
+from scrapy_irl.scheduler.urlnorm import SessionStripper
 from scrapy_irl.scheduler.waker import EngineWaker
 from scrapy_irl.urlseen import key_of
 
@@ -125,6 +126,9 @@ class IrlScheduler:
         self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL")
         self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT")
         self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL")
+        self.strip_session = SessionStripper(
+            config.getlist(settings, "IRL_SESSION_PARAMS")
+        )
         self.polite = Politeness(
             max_in_flight_per_ip=config.getint(settings, "IRL_IP_MAX_IN_FLIGHT")
         )
@@ -281,6 +285,10 @@ class IrlScheduler:
     # -- enqueue ---------------------------------------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
         self.stats.inc_value("scheduler/enqueued")
+        stripped = self.strip_session(request.url)
+        if stripped is not None:
+            self.counts["session_params_stripped"] += 1
+            request = request.replace(url=stripped)
         parts = urlparse_cached(request)
         host = (parts.hostname or "").lower()
         if not host or parts.scheme not in ("http", "https"):
