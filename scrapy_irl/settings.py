@@ -137,6 +137,14 @@ IRL_PROGRESS_INTERVAL = 10.0
 # Also redraw a one-line progress bar every second when stderr is a terminal.
 IRL_PROGRESS_BAR = True
 
+# --- Crawl report (scrapy_irl.report.sampler.StatsSampler, scrapy irl-report) -------------
+# Sample crawl stats for the report (the extension must also be in EXTENSIONS).
+IRL_REPORT_ENABLED = False
+# Seconds between two samples.
+IRL_REPORT_INTERVAL = 5.0
+# Report data directory; empty means JOBDIR/irl, or ./irl-report-data without a JOBDIR.
+IRL_REPORT_DIR = ""
+
 # --- simweb (the simulated web; read by its DNS resolver and the broad spider) ------------
 # JSON file describing the web (written by ``python -m scrapy_irl.simweb --config-out``);
 # when set it wins over the size/seed/plds/port settings below.

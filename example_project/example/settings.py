@@ -14,8 +14,12 @@ ADDONS = {"scrapy_irl.Addon": 0}
 
 # The page repository: every response and its request, in rotating WARC files
 # (JOBDIR/warc, or ./warc without a JOBDIR).
-EXTENSIONS = {"scrapy_irl.warc.extension.WarcExtension": 0}
+EXTENSIONS = {
+    "scrapy_irl.warc.extension.WarcExtension": 0,
+    "scrapy_irl.report.sampler.StatsSampler": 0,  # data for `scrapy irl-report`
+}
 IRL_WARC_ENABLED = True
+IRL_REPORT_ENABLED = True
 
 # The one setting a simweb crawl needs: simweb's names resolve to its 127.x addresses and
 # nothing else resolves, so the demo can never leave this machine. It is a reactor setting:

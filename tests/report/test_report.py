@@ -1,0 +1,248 @@
+"""The crawl report: StatsSampler lines, tolerant reading, plots + HTML, the command."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from scrapy.exceptions import NotConfigured
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+from twisted.internet import task
+
+from scrapy_irl.report import command, render
+from scrapy_irl.report.sampler import StatsSampler, data_dir, numeric_stats
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+# -- sampler -------------------------------------------------------------------------------
+class FakeStats:
+    def __init__(self) -> None:
+        self.values: dict = {"start_time": object(), "finish_reason": "x", "flag": True}
+
+    def get_stats(self) -> dict:
+        return dict(self.values)
+
+
+class FakeStar:
+    def top(self, n: int) -> list[tuple[str, int, int, int]]:
+        return [(f"pld{i}.com", 100 - i, 10, 5 * i + 1) for i in range(min(n, 3))]
+
+
+def fake_crawler(star: object = None) -> SimpleNamespace:
+    scheduler = SimpleNamespace(star=star) if star is not None else SimpleNamespace()
+    return SimpleNamespace(
+        stats=FakeStats(), engine=SimpleNamespace(scheduler=scheduler)
+    )
+
+
+def test_sampler_appends_one_line_per_interval_and_a_final_one(tmp_path: Path) -> None:
+    clock = task.Clock()
+    crawler = fake_crawler(FakeStar())
+    sampler = StatsSampler(
+        crawler, tmp_path / "irl", 5.0, clock=clock, now=clock.seconds
+    )
+    sampler.spider_opened()
+    for step in range(3):
+        crawler.stats.values["response_received_count"] = 10 * (step + 1)
+        crawler.stats.values["irl_sched/beast/qf"] = 1.5
+        clock.advance(5)
+    crawler.stats.values["response_received_count"] = 42
+    clock.advance(2)
+    sampler.spider_closed(reason="finished")
+    assert not clock.getDelayedCalls()  # the loop is stopped
+    lines = (tmp_path / "irl" / "stats.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["t"] for r in records] == [5, 10, 15, 17]
+    assert [r["stats"]["response_received_count"] for r in records] == [10, 20, 30, 42]
+    assert records[0]["stats"] == {
+        "response_received_count": 10,
+        "irl_sched/beast/qf": 1.5,
+    }
+    assert all("time" in r for r in records)
+    table = json.loads((tmp_path / "irl" / "pld_table.json").read_text())
+    assert table[0] == {"pld": "pld0.com", "indegree": 100, "budget": 10, "admitted": 1}
+    assert len(table) == 3
+
+
+def test_sampler_without_star_writes_no_pld_table_and_appends(tmp_path: Path) -> None:
+    for _ in range(2):  # a second run appends to the same file
+        sampler = StatsSampler(fake_crawler(), tmp_path, 5.0, clock=task.Clock())
+        sampler.spider_opened()
+        sampler.spider_closed()
+    assert len((tmp_path / "stats.jsonl").read_text().splitlines()) == 2
+    assert not (tmp_path / "pld_table.json").exists()
+    # no engine at all either
+    s = StatsSampler(SimpleNamespace(stats=FakeStats()), tmp_path, 5.0)
+    assert s.write_pld_table() is False
+
+
+def test_numeric_stats_keeps_only_finite_numbers() -> None:
+    assert numeric_stats(
+        {"a": 1, "b": 2.5, "c": True, "d": "x", "e": float("nan")}
+    ) == {"a": 1, "b": 2.5}
+
+
+def test_from_crawler_needs_the_setting_and_picks_the_directory(tmp_path: Path) -> None:
+    with pytest.raises(NotConfigured):
+        StatsSampler.from_crawler(get_crawler(settings_dict={}))
+    ext = StatsSampler.from_crawler(
+        get_crawler(
+            settings_dict={
+                "IRL_REPORT_ENABLED": True,
+                "IRL_REPORT_INTERVAL": 2,
+                "JOBDIR": str(tmp_path / "job"),
+            }
+        )
+    )
+    assert ext.interval == 2.0
+    assert ext.directory == tmp_path / "job" / "irl"
+    assert (
+        data_dir(Settings({"IRL_REPORT_DIR": str(tmp_path / "x"), "JOBDIR": "j"}))
+        == tmp_path / "x"
+    )
+    assert data_dir(Settings()) == Path("irl-report-data")
+
+
+# -- synthetic data ------------------------------------------------------------------------
+def write_synthetic(d: Path, torn: bool = False, plds: bool = True) -> None:
+    """11 samples 5 s apart: 10 pages/s (one interval 20/s), p = 0.5 then 0.2 at the end."""
+    d.mkdir(parents=True, exist_ok=True)
+    pages = enq = uniq = 0
+    lines = []
+    for i in range(11):
+        if i:
+            pages += 100 if i == 4 else 50
+            enq += 100
+            uniq += 20 if i == 10 else 50
+        stats = {
+            "response_received_count": pages,
+            "scheduler/enqueued": enq,
+            "irl_sched/unique": uniq,
+            "irl_sched/urlseen_pending": 7 * i,
+            "irl_sched/beast/queued": 1000 - 10 * i,
+            "irl_sched/beast/qf": 3,
+            "irl_sched/ram_requests": 200,
+        }
+        lines.append(json.dumps({"t": 5.0 * i, "time": 1e9 + 5 * i, "stats": stats}))
+    text = "\n".join(lines) + "\n"
+    if torn:
+        text += '{"t": 55.0, "time": 1000000055, "stats": {"respon'
+    (d / "stats.jsonl").write_text(text)
+    if plds:
+        rows = [
+            {
+                "pld": f"site{i}.org",
+                "indegree": 2**i,
+                "budget": 10 + i,
+                "admitted": 3 * 2**i,
+            }
+            for i in range(15)
+        ]
+        (d / "pld_table.json").write_text(json.dumps(rows))
+
+
+def test_reader_skips_and_counts_a_torn_last_line(tmp_path: Path) -> None:
+    write_synthetic(tmp_path, torn=True)
+    samples = render.read_samples(tmp_path / "stats.jsonl")
+    assert len(samples) == 11
+    assert samples.skipped == 1 and samples.torn_last_line
+    assert "1 undecodable line(s) skipped" in render.summary_text(tmp_path)
+
+
+def test_reader_continues_time_across_a_restarted_crawl(tmp_path: Path) -> None:
+    lines = [
+        {"t": t, "time": 0, "stats": {"response_received_count": c}}
+        for t, c in [(0, 0), (10, 100), (20, 200), (0, 0), (10, 50)]
+    ]
+    (tmp_path / "stats.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    samples = render.read_samples(tmp_path / "stats.jsonl")
+    assert samples.t == [0, 10, 20, 20, 30]
+    assert render.total(samples, "response_received_count") == 250
+    assert render.download_rate(samples) == ([10, 20, 30], [10.0, 10.0, 5.0])
+
+
+def test_build_report_writes_four_pngs_html_and_right_summary(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    write_synthetic(data, torn=True)
+    index = render.build_report(data, tmp_path / "out")
+    assert index == tmp_path / "out" / "index.html"
+    for name in render.PLOTS.values():
+        png = tmp_path / "out" / name
+        assert png.read_bytes()[:8] == PNG_SIGNATURE, name
+        assert f'src="{name}"' in index.read_text()
+    s = render.summarize(
+        render.read_samples(data / "stats.jsonl"),
+        render.read_pld_table(data / "pld_table.json"),
+    )
+    assert s.duration == 50
+    assert s.pages == 550
+    assert s.mean_rate == pytest.approx(11.0)
+    assert s.peak_rate == pytest.approx(20.0)
+    assert s.final_p == pytest.approx(0.2)
+    assert s.overall_p == pytest.approx(470 / 1000)
+    assert s.queues == {
+        "irl_sched/urlseen_pending": 70,
+        "irl_sched/beast/queued": 900,
+        "irl_sched/beast/qf": 3,
+        "irl_sched/ram_requests": 200,
+    }
+    assert [r["pld"] for r in s.top_plds] == [f"site{i}.org" for i in range(14, 4, -1)]
+    text = render.summary_text(data)
+    assert "550" in text and "11" in text and "20" in text and "0.200" in text
+    assert "site14.org" in text and "site4.org" not in text
+    html = index.read_text()
+    assert "site14.org" in html and "0.200" in html
+
+
+def test_missing_keys_give_no_data_plots(tmp_path: Path) -> None:
+    (tmp_path / "stats.jsonl").write_text(
+        json.dumps({"t": 0, "time": 0, "stats": {"x": 1}}) + "\n"
+    )
+    index = render.build_report(tmp_path, tmp_path / "out")
+    for name in render.PLOTS.values():
+        assert (tmp_path / "out" / name).read_bytes()[:8] == PNG_SIGNATURE
+    assert "n/a" in index.read_text()
+    assert "(no PLD table)" in render.summary_text(tmp_path)
+
+
+# -- command -------------------------------------------------------------------------------
+def run_command(argv: list[str]) -> command.Command:
+    cmd = command.Command()
+    cmd.settings = Settings()
+    parser = argparse.ArgumentParser()
+    cmd.add_options(parser)
+    opts, args = parser.parse_known_args(argv)
+    cmd.process_options(args, opts)
+    cmd.run(args, opts)
+    return cmd
+
+
+def test_command_errors_clearly_on_an_empty_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert run_command([str(tmp_path)]).exitcode == 1
+    err = capsys.readouterr().err
+    assert "no stats.jsonl" in err and "IRL_REPORT_ENABLED" in err
+    assert command.main([str(tmp_path / "missing")]) == 1
+    assert not (tmp_path / "report").exists()
+
+
+def test_command_accepts_a_jobdir_or_the_data_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    write_synthetic(tmp_path / "job" / "irl", plds=False)
+    assert run_command([str(tmp_path / "job")]).exitcode == 0
+    out = capsys.readouterr().out
+    assert "mean pages/s" in out
+    assert f"report: {tmp_path / 'job' / 'irl' / 'report' / 'index.html'}" in out
+    buf = io.StringIO()
+    assert command.report(tmp_path / "job" / "irl", tmp_path / "o", out=buf) == 0
+    assert (tmp_path / "o" / "index.html").is_file()
+    assert command.main([str(tmp_path / "job"), "-o", str(tmp_path / "o2")]) == 0
+    assert (tmp_path / "o2" / "queues.png").is_file()
