@@ -144,6 +144,8 @@ IRL_REPORT_ENABLED = False
 IRL_REPORT_INTERVAL = 5.0
 # Report data directory; empty means JOBDIR/irl, or ./irl-report-data without a JOBDIR.
 IRL_REPORT_DIR = ""
+# Build the report (PNGs, index.html in <data dir>/report) at close and log its summary.
+IRL_REPORT_AT_CLOSE = False
 
 # --- simweb (the simulated web; read by its DNS resolver and the broad spider) ------------
 # JSON file describing the web (written by ``python -m scrapy_irl.simweb --config-out``);

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import scrapy
 from scrapy.crawler import CrawlerProcess
@@ -42,22 +43,28 @@ class FollowSpider(scrapy.Spider):
         return None
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
-    settings = {
+def run_and_print_stats(spider_cls: type[scrapy.Spider], settings: dict[str, Any],
+                        **spider_kwargs: Any) -> None:  # fmt: skip
+    """Crawl with ``spider_cls`` in this process; print the numeric and text stats as JSON."""
+    process = CrawlerProcess({
         "LOG_LEVEL": "INFO",
         "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False,
         "ROBOTSTXT_OBEY": False,
         "CLOSESPIDER_TIMEOUT": 60,
-        **config.get("settings", {}),
-    }
-    process = CrawlerProcess(settings)
-    crawler = process.create_crawler(FollowSpider)
-    process.crawl(crawler, start=config["start"], again=config.get("again", []))
+        **settings,
+    })  # fmt: skip
+    crawler = process.create_crawler(spider_cls)
+    process.crawl(crawler, **spider_kwargs)
     process.start()
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))}
     print("STATS " + json.dumps(stats))
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    run_and_print_stats(FollowSpider, config.get("settings", {}),
+                        start=config["start"], again=config.get("again", []))  # fmt: skip
 
 
 if __name__ == "__main__":

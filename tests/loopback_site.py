@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TypeVar
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -37,22 +38,32 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class _Server(ThreadingHTTPServer):
+class LoopbackServer(ThreadingHTTPServer):
+    """A threaded HTTP server on 127.0.0.1, any free port (the tests' sites share this)."""
+
     daemon_threads = True
 
-    def __init__(self, size: int) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.size = size
-        self.hits: Counter[str] = Counter()
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
 
+class _Server(LoopbackServer):
+    def __init__(self, size: int) -> None:
+        super().__init__(_Handler)
+        self.size = size
+        self.hits: Counter[str] = Counter()
+
+
+_S = TypeVar("_S", bound=LoopbackServer)
+
+
 @contextmanager
-def loopback_site(size: int = 64) -> Iterator[_Server]:
-    server = _Server(size)
+def serving(server: _S) -> Iterator[_S]:
+    """Run ``server`` in a thread for the ``with`` block; shut it down and close it after."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
@@ -61,3 +72,9 @@ def loopback_site(size: int = 64) -> Iterator[_Server]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@contextmanager
+def loopback_site(size: int = 64) -> Iterator[_Server]:
+    with serving(_Server(size)) as server:
+        yield server

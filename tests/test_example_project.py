@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,8 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "example_project"
 
 
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), str(ROOT)])}
+
+
 def run_broad(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), str(ROOT)])}
     return subprocess.run(
         [sys.executable, "-m", "scrapy", "crawl", "broad",
          "-s", "IRL_SIMWEB_SIZE=tiny", "-s", "CLOSESPIDER_PAGECOUNT=150",
@@ -23,7 +26,7 @@ def run_broad(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
          "-s", "IRL_HOST_DELAY=1", "-s", "IRL_HOST_DELAY_MIN=0.5",
          "-s", "IRL_IP_DELAY=0.2", "-s", "IRL_IP_DELAY_MIN=0.1",
          "-a", f"requests_log={tmp_path / 'requests.log'}", *args],
-        cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180,
+        cwd=PROJECT, env=ENV, capture_output=True, text=True, timeout=180,
     )
 
 
@@ -39,6 +42,25 @@ def test_broad_crawls_simweb_and_judges_it(tmp_path: Path) -> None:
     assert (tmp_path / "requests.log").stat().st_size > 0
     assert (tmp_path / "job" / "irl" / "urlseen" / "MANIFEST").exists()
     assert (tmp_path / "job" / "irl" / "beast" / "STATE").exists()
+    # the page repository: WARC files listed at the end
+    warcs = sorted((tmp_path / "job" / "warc").glob("*.warc.gz"))
+    assert warcs and "WARC files in" in log and warcs[0].name in log
+    # the crawl report, built at close (IRL_REPORT_AT_CLOSE in the example settings) ...
+    report_dir = tmp_path / "job" / "irl" / "report"
+    assert "IRL crawl report" in log and str(report_dir / "index.html") in log
+    for png in ("download_rate.png", "uniqueness.png", "pld_pages.png", "queues.png"):
+        assert (report_dir / png).read_bytes()[:4] == b"\x89PNG", png
+    plds = json.loads((tmp_path / "job" / "irl" / "pld_table.json").read_text())
+    assert plds and plds[0]["indegree"] >= plds[-1]["indegree"]
+    # ... and again from the shell, the way a user runs it on a JOBDIR
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "irl-report", str(tmp_path / "job"),
+         "-o", str(tmp_path / "again")],
+        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mean pages/s" in proc.stdout and plds[0]["pld"] in proc.stdout
+    assert (tmp_path / "again" / "index.html").is_file()
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ EXTENSIONS = {
 }
 IRL_WARC_ENABLED = True
 IRL_REPORT_ENABLED = True
+IRL_REPORT_AT_CLOSE = True  # plots + index.html in irl-report-data/report (JOBDIR/irl/report)
 
 # The one setting a simweb crawl needs: simweb's names resolve to its 127.x addresses and
 # nothing else resolves, so the demo can never leave this machine. It is a reactor setting:

@@ -4,9 +4,11 @@ Enable with ``EXTENSIONS = {"scrapy_irl.report.sampler.StatsSampler": 0}`` and
 ``IRL_REPORT_ENABLED = True``. Every ``IRL_REPORT_INTERVAL`` seconds (and once more at
 close) one line ``{"t": ..., "time": ..., "stats": {...}}`` is appended to
 ``stats.jsonl`` in the data directory (``IRL_REPORT_DIR``, else ``JOBDIR/irl``, else
-``./irl-report-data``) and flushed, so a killed crawl leaves at most a torn last line. At
-close the scheduler's top-PLD table (``scheduler.star.top(n)``), when it has one, goes to
-``pld_table.json``. Sampling never breaks the crawl: write errors are logged once.
+``./irl-report-data``) and flushed, so a killed crawl leaves at most a torn last line. A
+crawl without a JOBDIR cannot resume, so it starts the file afresh. At close the
+scheduler's top-PLD table (``scheduler.star.top(n)``), when it has one, goes to
+``pld_table.json``, and with ``IRL_REPORT_AT_CLOSE`` the report itself is built. Sampling
+never breaks the crawl: write errors are logged once.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ PLD_TABLE_SIZE = 500
 DEFAULT_ENABLED = False
 DEFAULT_INTERVAL = 5.0
 DEFAULT_DIR = ""
+DEFAULT_AT_CLOSE = False
 
 
 def data_dir(settings: BaseSettings) -> Path:
@@ -71,10 +74,16 @@ class StatsSampler:
     """Appends the crawler's numeric stats to ``stats.jsonl`` every interval."""
 
     def __init__(self, crawler: Crawler, directory: Path, interval: float,
-                 clock: Any = None, now: Any = None) -> None:  # fmt: skip
+                 clock: Any = None, now: Any = None, *, append: bool = True,
+                 report_at_close: bool = False) -> None:  # fmt: skip
         self.crawler = crawler
         self.directory = Path(directory)
         self.interval = interval
+        # A JOBDIR crawl may resume, so its series goes on in the same file; a crawl without
+        # one cannot, and appending would splice an unrelated earlier run into its report.
+        self.append = append
+        self.report_at_close = report_at_close
+        self.report_index: Path | None = None
         self.clock = (
             clock  # a reactor (or task.Clock in tests); None: the global reactor
         )
@@ -83,6 +92,7 @@ class StatsSampler:
         self._file: Any = None
         self._loop: task.LoopingCall | None = None
         self._failed = False
+        self._file_opened = False
         self.samples = 0
 
     @classmethod
@@ -96,7 +106,9 @@ class StatsSampler:
                 "IRL_REPORT_INTERVAL must be > 0 (got %r); report disabled", interval
             )
             raise NotConfigured("IRL_REPORT_INTERVAL must be > 0")
-        ext = cls(crawler, data_dir(settings), interval)
+        ext = cls(crawler, data_dir(settings), interval,
+                  append=bool(job_dir(settings)),
+                  report_at_close=settings.getbool("IRL_REPORT_AT_CLOSE", DEFAULT_AT_CLOSE))
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
@@ -127,13 +139,17 @@ class StatsSampler:
         self.sample()
         self.write_pld_table()
         self.close()
+        if self.report_at_close:
+            self.build_report()
 
     # -- work --------------------------------------------------------------------------------
     def open(self) -> None:
         self._start = self._now()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.stats_path, "a", encoding="utf-8")  # noqa: SIM115
+            mode = "a" if self.append or self._file_opened else "w"
+            self._file = open(self.stats_path, mode, encoding="utf-8")  # noqa: SIM115
+            self._file_opened = True
         except OSError as exc:
             self._fail(exc)
 
@@ -186,6 +202,24 @@ class StatsSampler:
             logger.warning("IRL report: could not write %s: %s", self.pld_path, exc)
             return False
         return True
+
+    def build_report(self) -> Path | None:
+        """``scrapy irl-report`` at close: the plots and ``index.html``, summary in the log."""
+        if self.samples == 0:
+            return None
+        try:
+            # matplotlib is imported only when a report is built
+            from scrapy_irl.report.render import build_report, summary_text
+
+            index = build_report(self.directory, self.directory / "report")
+            logger.info("IRL crawl report: %(index)s\n%(summary)s",
+                        {"index": index.resolve(), "summary": summary_text(self.directory)})
+        except Exception as exc:  # noqa: BLE001  # the report must never break the crawl's close
+            logger.warning("IRL report: could not build the report in %s: %r",
+                           self.directory / "report", exc)
+            return None
+        self.report_index = index
+        return index
 
     def close(self) -> None:
         if self._file is not None:

@@ -82,6 +82,47 @@ def test_sampler_without_star_writes_no_pld_table_and_appends(tmp_path: Path) ->
     assert s.write_pld_table() is False
 
 
+def test_sampler_without_jobdir_starts_the_file_afresh(tmp_path: Path) -> None:
+    for _ in range(2):  # two unrelated runs: the second replaces the first's series
+        sampler = StatsSampler(fake_crawler(), tmp_path, 5.0, clock=task.Clock(), append=False)
+        sampler.spider_opened()
+        sampler.sample()
+        sampler.spider_closed()
+    assert len((tmp_path / "stats.jsonl").read_text().splitlines()) == 2
+
+
+def test_sampler_builds_the_report_at_close(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = task.Clock()
+    crawler = fake_crawler(FakeStar())
+    sampler = StatsSampler(crawler, tmp_path, 5.0, clock=clock, now=clock.seconds,
+                           report_at_close=True)  # fmt: skip
+    sampler.spider_opened()
+    crawler.stats.values["response_received_count"] = 10
+    clock.advance(5)
+    crawler.stats.values["response_received_count"] = 30
+    clock.advance(5)
+    with caplog.at_level("INFO"):
+        sampler.spider_closed(reason="finished")
+    assert sampler.report_index == tmp_path / "report" / "index.html"
+    for name in render.PLOTS.values():
+        assert (tmp_path / "report" / name).read_bytes()[:8] == PNG_SIGNATURE
+    assert "IRL crawl report" in caplog.text and "pld0.com" in caplog.text
+
+
+def test_sampler_report_failure_is_logged_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sampler = StatsSampler(fake_crawler(), tmp_path, 5.0, clock=task.Clock(),
+                           report_at_close=True)  # fmt: skip
+    sampler.spider_opened()
+    (tmp_path / "report").write_text("a file where the report directory should go")
+    sampler.spider_closed()
+    assert sampler.report_index is None
+    assert "could not build the report" in caplog.text
+
+
 def test_numeric_stats_keeps_only_finite_numbers() -> None:
     assert numeric_stats(
         {"a": 1, "b": 2.5, "c": True, "d": "x", "e": float("nan")}

@@ -13,14 +13,15 @@ import sys
 from typing import Any
 
 import scrapy
-from scrapy.crawler import CrawlerProcess
 
 from scrapy_irl.warc.extension import WarcExtension
 from scrapy_irl.warc.writer import RotatingWarcWriter
+from tests.crawl_runner import run_and_print_stats
 
 
 class ListSpider(scrapy.Spider):
     name = "warc-list"
+
     def __init__(self, get: list[str], post: list[list[str]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.get, self.post = get, post
@@ -58,22 +59,10 @@ class FlakyWarcExtension(WarcExtension):
 
 def main() -> None:
     config = json.loads(sys.argv[1])
-    settings = {
-        "LOG_LEVEL": "INFO",
-        "TELNETCONSOLE_ENABLED": False,
-        "REMOTE_CONTROL_ENABLED": False,
-        "ROBOTSTXT_OBEY": False,
-        "CLOSESPIDER_TIMEOUT": 30,
-        "RETRY_ENABLED": False,
-        "DOWNLOAD_TIMEOUT": 10,
-        **config.get("settings", {}),
-    }
-    process = CrawlerProcess(settings)
-    crawler = process.create_crawler(ListSpider)
-    process.crawl(crawler, get=config.get("get", []), post=config.get("post", []))
-    process.start()
-    stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))}
-    print("STATS " + json.dumps(stats))
+    settings = {"CLOSESPIDER_TIMEOUT": 30, "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 10,
+                **config.get("settings", {})}  # fmt: skip
+    run_and_print_stats(ListSpider, settings, get=config.get("get", []),
+                        post=config.get("post", []))  # fmt: skip
 
 
 if __name__ == "__main__":

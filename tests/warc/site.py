@@ -7,10 +7,11 @@
 from __future__ import annotations
 
 import gzip
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.loopback_site import LoopbackServer, serving
 
 #: A 1x1 PNG, with a NUL and high bytes to prove binary bodies are kept byte for byte.
 PNG = bytes.fromhex(
@@ -59,22 +60,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
 @contextmanager
-def warc_site() -> Iterator[_Server]:
-    server = _Server(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+def warc_site() -> Iterator[LoopbackServer]:
+    with serving(LoopbackServer(_Handler)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)

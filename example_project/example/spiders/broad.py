@@ -19,7 +19,7 @@ from typing import Any
 
 import scrapy
 from scrapy import signals
-from scrapy.http import Response, TextResponse
+from scrapy.http import HtmlResponse, Response, XmlResponse
 from scrapy.linkextractors import LinkExtractor
 from w3lib.url import safe_url_string
 
@@ -90,8 +90,9 @@ class BroadSpider(scrapy.Spider):
                 yield self._request(url)
 
     def parse(self, response: Response) -> Any:
-        if not isinstance(response, TextResponse):
-            self.crawler.stats.inc_value("broad/non_text_responses")
+        if not isinstance(response, (HtmlResponse, XmlResponse)):
+            # images, JSON, plain text...: stored in the WARC files, but no links to follow
+            self.crawler.stats.inc_value("broad/not_markup_responses")
             return
         try:
             links = self.links.extract_links(response)
