@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -61,6 +62,8 @@ ROWS = (
     ("requests breaking tau_s", "broke_tau_s"),
     ("Spearman(in-degree, pages)", "spearman_indegree_pages"),
     ("top-50 PLDs with >= 10 pages", "top_coverage"),
+    ("downloader stalled, work due", "stalled_while_due"),
+    ("instants with due work waiting", "idle_while_due"),
     ("peak RSS MiB", "peak_rss_mib"),
 )
 
@@ -74,11 +77,17 @@ def run(name: str, settings: dict, args: argparse.Namespace, tau_h: float, tau_s
             started = time.monotonic()
             stats, stderr = crawl(cfg, full, timeout=args.seconds + 240)
             wall = time.monotonic() - started
-        if args.keep:
-            Path(args.keep).mkdir(parents=True, exist_ok=True)
-            (Path(args.keep) / f"{name}.stderr").write_text(stderr)
         result = judged(cfg, log, tau_h=tau_h, tau_s=tau_s)
+        if args.keep:  # the crawl's log, the server's request log and the web, for a re-judge
+            keep = Path(args.keep)
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{name}.stderr").write_text(stderr)
+            shutil.copyfile(log, keep / f"{name}.requests.log")
+            shutil.copyfile(cfg, keep / f"{name}.web.json")
     result["spam_trap_share"] = round(result["spam_share"] + result["trap_share"], 4)
+    # sampled by the IRL scheduler (IRL_IDLE_SAMPLE_INTERVAL); stock has no such meter
+    result["idle_while_due"] = stats.get("irl_sched/idle/idle_while_due_share")
+    result["stalled_while_due"] = stats.get("irl_sched/idle/stalled_share")
     result["peak_rss_mib"] = round(stats.get("memusage/max", 0) / 2**20, 1)
     result["wall_s"] = round(wall, 1)
     result["finish_reason"] = stats.get("finish_reason")
@@ -91,7 +100,7 @@ def main() -> int:
     p.add_argument("--size", default="default")
     p.add_argument("--concurrency", type=int, default=64, help="CONCURRENT_REQUESTS of every run")
     p.add_argument("--only", nargs="*", help="runs to do (stock, irl, irl-relaxed)")
-    p.add_argument("--keep", help="save each crawl's log here")
+    p.add_argument("--keep", help="save each crawl's log, request log and web config here")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     tau_h, tau_s = IRL["IRL_HOST_DELAY_MIN"], IRL["IRL_IP_DELAY_MIN"]

@@ -109,6 +109,8 @@ IRL_FRONTIER_URLSEEN_BUCKET_BYTES = 1024 * 1024
 IRL_HANDOUT_TIMEOUT = 60.0
 # Least seconds between merges forced because the downloader would idle.
 IRL_IDLE_MERGE_INTERVAL = 1.0
+# Seconds between samples of "downloader has a free slot while a request is due" (0: off).
+IRL_IDLE_SAMPLE_INTERVAL = 0.1
 # Query parameters (case-insensitive) removed from URLs before dedup and fetch: session ids
 # turn one page into endless URL variants. "jsessionid" also strips ";jsessionid=" path
 # parameters. An empty list keeps URLs as they are.

@@ -38,6 +38,10 @@ class Host:
     in_flight: bool = False
     gen: int = 0  # host-heap entry generation (lazy deletion)
     ready: bool = False  # in its IP's ready list
+    # What the delay was derived from (kept for the caller, e.g. to rescale it when the
+    # PLD's budget grows); the heaps read only ``delay``.
+    budget: float = 0.0
+    crawl_delay: float | None = None
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -54,6 +58,10 @@ class Ip:
     in_flight: int = 0
     gen: int = 0
     in_heap: bool = False
+    # Sum of ``Host.budget`` over this IP's hosts in the table, and their number: tau_s
+    # follows the average budget of the PLDs on a server (kept by the caller).
+    budget_total: float = 0.0
+    budget_hosts: int = 0
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -92,6 +100,22 @@ class Politeness:
         else:
             address.delay = ip_delay
         return host
+
+    def set_delays(self, host: Host, host_delay: float, ip_delay: float) -> None:
+        """New tau_h for ``host`` and tau_s for its IP (budgets change during a crawl).
+
+        Heap entries keyed by the old due time are replaced, so a shorter delay takes
+        effect at once and a longer one is never undercut.
+        """
+        address = self.ips[host.ip]
+        if host.delay != host_delay:
+            host.delay = host_delay
+            if host.queue and not host.in_flight and not host.ready:
+                self._schedule_host(host)
+        if address.delay != ip_delay:
+            address.delay = ip_delay
+            if address.in_heap:
+                self._schedule_ip(address)
 
     def push(self, name: str, item: Any, *, front: bool = False) -> None:
         """Queue ``item`` for host ``name`` (registered with :meth:`add_host`)."""
@@ -237,6 +261,23 @@ class Politeness:
         ):
             self._schedule_ip(address)
 
+    def due_now(self, now: float) -> bool:
+        """Whether :meth:`pop` at ``now`` would hand out an item (host and IP both due).
+
+        For measurement (downloader idle while work is due), not the hot path: it scans
+        the due part of the IP heap.
+        """
+        self._promote_due_hosts(now)
+        if not self._ip_heap or self._ip_heap[0][0] > now:
+            return False
+        return any(
+            gen == address.gen
+            and address.ready
+            and address.in_flight < self.max_in_flight_per_ip
+            for due, _, gen, address in self._ip_heap
+            if due <= now
+        )
+
     def next_due(self) -> float | None:
         """Earliest time an item could become available (None: nothing waits on time)."""
         times = []
@@ -257,6 +298,9 @@ class Politeness:
         ]
         for host in idle:
             del self.hosts[host.name]
+            address = self.ips[host.ip]
+            address.budget_total -= host.budget
+            address.budget_hosts -= 1
         used = {h.ip for h in self.hosts.values()}
         for ip in [
             ip

@@ -45,6 +45,7 @@ from scrapy_irl.scheduler.codec import (
     record_url,
 )
 from scrapy_irl.scheduler.delays import DelayPolicy
+from scrapy_irl.scheduler.idle import IdleMeter
 from scrapy_irl.scheduler.politeness import Host, Politeness
 from scrapy_irl.scheduler.urlnorm import SessionStripper
 from scrapy_irl.scheduler.waker import EngineWaker
@@ -124,6 +125,11 @@ class IrlScheduler:
         self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL")
         self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT")
         self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL")
+        self.idle_sample_interval = config.getfloat(settings, "IRL_IDLE_SAMPLE_INTERVAL")
+        self.handouts = 0
+        self.idle = IdleMeter(self._work_due, self._downloader_free, lambda: self.handouts,
+                              active=self._engine_running)  # fmt: skip
+        self._idle_loop: task.LoopingCall | None = None
         self.strip_session = SessionStripper(
             config.getlist(settings, "IRL_SESSION_PARAMS")
         )
@@ -134,6 +140,7 @@ class IrlScheduler:
         self.codec = RequestCodec(None)
         self._dns_wait: dict[str, list[Any]] = {}
         self._robots_wait: dict[str, list[Any]] = {}
+        self._waiting = 0  # items in both wait lists (kept, not summed per hand-out)
         self._robots_fetching: set[str] = set()
         self._direct: deque[Request] = deque()  # requests without a host (data:, file:)
         self._robots_hosts: dict[
@@ -141,7 +148,6 @@ class IrlScheduler:
         ] = {}  # robots.txt URL being fetched -> its host
         # id(request) -> (host, hand-out time, reached the downloader, the RAM item)
         self._handed: dict[int, tuple[Host, float, bool, Any]] = {}
-        self._ip_budgets: dict[str, tuple[float, int]] = {}
         self._last_idle_merge = float("-inf")
         self._tick: task.LoopingCall | None = None
         self._closed = False
@@ -191,6 +197,11 @@ class IrlScheduler:
         if self.flush_interval > 0:
             self._tick = task.LoopingCall(self._on_tick)
             self._tick.start(self.flush_interval, now=False)
+        if self.idle_sample_interval > 0:
+            self.idle.call_later = reactor.callLater  # type: ignore[attr-defined]
+            self.idle.confirm = min(0.05, self.idle_sample_interval / 2)
+            self._idle_loop = task.LoopingCall(self._sample_idle)
+            self._idle_loop.start(self.idle_sample_interval, now=False)
         self._warn_about_fighting_settings(settings)
         pending = self.urlseen.pending_tuples + len(self.beast)
         if pending:
@@ -228,8 +239,9 @@ class IrlScheduler:
         if self._closed:
             return
         self._closed = True
-        if self._tick is not None and self._tick.running:
-            self._tick.stop()
+        for loop in (self._tick, self._idle_loop):
+            if loop is not None and loop.running:
+                loop.stop()
         self.waker.cancel()
         saved = self._requeue_ram()
         if saved:
@@ -255,6 +267,7 @@ class IrlScheduler:
             for queued in waits.values():
                 items.extend(queued)
             waits.clear()
+        self._waiting = 0
         saved = 0
         for item in items:
             record = self._as_record(item)
@@ -340,6 +353,7 @@ class IrlScheduler:
         if host in self.polite.hosts:
             self._check_robots_and_queue(item, host)
             return
+        self._waiting += 1
         waiting = self._dns_wait.get(host)
         if waiting is not None:
             waiting.append(item)
@@ -351,6 +365,7 @@ class IrlScheduler:
 
     def _resolved(self, record: DnsRecord, host: str) -> None:
         items = self._dns_wait.pop(host, [])
+        self._waiting -= len(items)
         if self._closed:
             return
         if not record.ok or record.ip is None:
@@ -358,20 +373,42 @@ class IrlScheduler:
             for item in items:
                 self._release(item)
             return
-        ip = record.ip
-        budget = self.star.budget(host)
-        total, count = self._ip_budgets.get(ip, (0.0, 0))
-        self._ip_budgets[ip] = (total + budget, count + 1)
         crawl_delay = self._cached_crawl_delay(_url_of(items[0])) if items else None
-        self.polite.add_host(
-            host,
-            ip,
-            self.delays.host(budget, crawl_delay),
-            self.delays.ip((total + budget) / (count + 1)),
-        )
+        self._add_host(host, record.ip, crawl_delay)
         for item in items:
             self._check_robots_and_queue(item, host)
         self._wake_engine()
+
+    def _add_host(self, name: str, ip: str, crawl_delay: float | None) -> Host:
+        """Put a resolved host in the politeness table, its delays from its PLD's budget."""
+        known = name in self.polite.hosts
+        budget = self.star.budget(name)
+        address = self.polite.ips.get(ip)
+        host = self.polite.add_host(
+            name, ip, self.delays.host(budget, crawl_delay),
+            address.delay if address is not None else self.delays.ip(budget),
+        )  # fmt: skip
+        if not known:
+            self.polite.ips[ip].budget_hosts += 1
+        host.crawl_delay = crawl_delay
+        self._apply_budget(host, budget)
+        return host
+
+    def _apply_budget(self, host: Host, budget: float) -> None:
+        """tau_h from B_x (and Crawl-delay); tau_s from the average budget on the IP."""
+        address = self.polite.ips[host.ip]
+        address.budget_total += budget - host.budget
+        host.budget = budget
+        average = address.budget_total / max(1, address.budget_hosts)
+        self.polite.set_delays(host, self.delays.host(budget, host.crawl_delay),
+                               self.delays.ip(average))  # fmt: skip
+
+    def _refresh_budget(self, host: Host) -> None:
+        """A PLD's in-degree grows as the crawl finds links to it: its delays shrink."""
+        budget = self.star.budget(host.name)
+        if budget != host.budget:
+            self.counts["delays_rescaled"] += 1
+            self._apply_budget(host, budget)
 
     def _check_robots_and_queue(self, item: Any, host: str) -> None:
         if self.robots is None or (
@@ -392,6 +429,7 @@ class IrlScheduler:
         if waiting is None:
             self._robots_wait[origin] = waiting = []
         waiting.append(item)
+        self._waiting += 1
         if origin not in self._robots_fetching:
             self._robots_fetching.add(origin)
             self.polite.push(host, RobotsMarker(origin), front=True)
@@ -456,6 +494,7 @@ class IrlScheduler:
         now = self.clock()
         self.polite.finished(host, now, count_for_host=False)
         items = self._robots_wait.pop(origin, [])
+        self._waiting -= len(items)
         if self._closed:
             return
         cached = self.robots.cache.get(origin) if self.robots is not None else None
@@ -466,8 +505,8 @@ class IrlScheduler:
             user_agent = self._default_ua()
             delay = cached.crawl_delay(user_agent)
             if delay:
-                self.polite.add_host(host.name, host.ip, self.delays.host(self.star.budget(host.name), delay),
-                                     self.polite.ips[host.ip].delay)  # fmt: skip
+                host.crawl_delay = delay
+                self._apply_budget(host, self.star.budget(host.name))
             for item in items:
                 self._obey(cached, item, _url_of(item), host.name)
         self._wake_engine()
@@ -490,6 +529,7 @@ class IrlScheduler:
                 self.counts["politeness_waits"] += 1
             return None
         self.stats.inc_value("scheduler/dequeued")
+        self.handouts += 1
         return request
 
     def _pop(self, now: float) -> Request | None:
@@ -547,11 +587,7 @@ class IrlScheduler:
             self._route(Held(record, token), host)
 
     def _ram_items(self) -> int:
-        return (
-            len(self.polite)
-            + sum(len(v) for v in self._dns_wait.values())
-            + sum(len(v) for v in self._robots_wait.values())
-        )
+        return len(self.polite) + self._waiting
 
     # -- completion tracking ----------------------------------------------------------------
     def _reached(self, request: Request, spider: Spider | None = None) -> None:
@@ -579,6 +615,7 @@ class IrlScheduler:
         entry = self._handed.pop(id(request), None)
         if entry is not None:
             self._correct_start(entry[0], request)
+            self._refresh_budget(entry[0])
             self.polite.finished(entry[0], self.clock())
             self._release(entry[3])
             self._wake_engine()
@@ -633,6 +670,29 @@ class IrlScheduler:
                 "IRL scheduler housekeeping failed", extra={"spider": self.spider}
             )
 
+    def _work_due(self, now: float) -> bool:
+        return bool(self._direct) or self.polite.due_now(now)
+
+    def _downloader_free(self) -> bool:
+        engine = getattr(self.crawler, "engine", None)
+        downloader = getattr(engine, "downloader", None)
+        return downloader is not None and not downloader.needs_backout()
+
+    def _engine_running(self) -> bool:
+        """Running and not closing: while a spider closes the engine stops pulling on purpose
+        (in-flight downloads, even 20 s drip pages, are waited for), which is no idling."""
+        engine = getattr(self.crawler, "engine", None)
+        slot = getattr(engine, "_slot", None)
+        return bool(getattr(engine, "running", False)) and slot is not None and not slot.closing
+
+    def _sample_idle(self) -> None:
+        try:
+            self.idle.sample(self.clock())
+        except Exception:
+            logger.exception("IRL scheduler idle sampling failed", extra={"spider": self.spider})
+            if self._idle_loop is not None and self._idle_loop.running:
+                self._idle_loop.stop()
+
     def _log_failure(self, failure: Any, what: str) -> None:
         logger.error("%(what)s failed: %(f)s", {"what": what, "f": failure.getTraceback()},
                      extra={"spider": self.spider})  # fmt: skip
@@ -652,6 +712,14 @@ class IrlScheduler:
             s(f"{STAT}/star/{key}", value)
         for key, value in self.counts.items():
             s(f"{STAT}/{key}", value)
+        if self.idle.samples:
+            s(f"{STAT}/idle/samples", self.idle.samples)
+            s(f"{STAT}/idle/downloader_free", self.idle.free)
+            s(f"{STAT}/idle/work_due", self.idle.due)
+            s(f"{STAT}/idle/idle_while_due", self.idle.idle_while_due)
+            s(f"{STAT}/idle/idle_while_due_share", round(self.idle.share, 4))
+            s(f"{STAT}/idle/stalled", self.idle.stalled)
+            s(f"{STAT}/idle/stalled_share", round(self.idle.stalled_share, 4))
 
     def _log_top_plds(self) -> None:
         top = self.star.top(config.getint(self.crawler.settings, "IRL_REPORT_TOP_PLDS"))

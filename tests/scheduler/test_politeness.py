@@ -158,3 +158,31 @@ def test_reserve_books_the_ip():
     p.push("b", "y")
     assert p.pop(1.5) is None  # the hop took the IP at 1.0
     assert p.pop(2.0)[1] == "y"
+
+
+def test_set_delays_takes_effect_for_a_queued_host_and_its_ip():
+    p = Politeness(max_in_flight_per_ip=1)
+    host = p.add_host("a.example", "10.0.0.1", host_delay=10.0, ip_delay=1.0)
+    p.push("a.example", "a1")
+    p.push("a.example", "a2")
+    assert p.pop(0.0)[1] == "a1"
+    p.finished(host, 0.1)  # queued again, due at 10.0
+    assert p.next_due() == 10.0
+    p.set_delays(host, 2.0, 0.5)  # the PLD's budget grew
+    assert p.next_due() == 2.0
+    assert p.pop(1.9) is None and p.pop(2.0)[1] == "a2"
+    assert p.ips["10.0.0.1"].delay == 0.5
+
+
+def test_forget_idle_takes_a_host_out_of_its_ip_budget_average():
+    p = Politeness()
+    a = p.add_host("a.example", "10.0.0.1", host_delay=1.0, ip_delay=1.0)
+    b = p.add_host("b.example", "10.0.0.1", host_delay=1.0, ip_delay=1.0)
+    address = p.ips["10.0.0.1"]
+    for host, budget in ((a, 10.0), (b, 30.0)):
+        host.budget = budget
+        address.budget_total += budget
+        address.budget_hosts += 1
+    p.push("b.example", "b1")
+    assert p.forget_idle(5.0) == 1  # a: nothing queued
+    assert (address.budget_total, address.budget_hosts) == (30.0, 1)
