@@ -212,13 +212,10 @@ def run(name: str, args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]
                      "--probe", str(args.probe)],
                     stdout=out, stderr=err,
                 )  # fmt: skip
-                try:
-                    returncode = proc.wait(args.seconds + 120)
-                except subprocess.TimeoutExpired:
-                    proc.kill()  # bounded: a crawl that does not stop is killed and reported
-                    proc.wait()
-                    returncode = None
-                    note = "hung after its stop time; killed"
+                returncode = watch(proc, out_path, deadline=args.seconds + 120,
+                                   silence=max(60.0, 10 * args.probe))  # fmt: skip
+                if returncode is None:
+                    note = "stopped probing (hung); killed"
             stdout, stderr = out_path.read_text(), err_path.read_text()
         finally:
             server.send_signal(signal.SIGTERM)
@@ -233,6 +230,27 @@ def run(name: str, args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]
         sys.stderr.write(stderr[-3000:])
         raise SystemExit(f"{name}: crawl produced no probe ({note or 'no output'})")
     return probes, note
+
+
+def watch(proc: subprocess.Popen[bytes], out_path: Path, deadline: float,
+          silence: float) -> int | None:  # fmt: skip
+    """Wait for the crawl; kill it (None) past ``deadline`` or when its probes stop for
+    ``silence`` seconds (a crawl whose reactor hangs never ends by itself)."""
+    started = last_change = time.monotonic()
+    size = -1
+    while True:
+        try:
+            return proc.wait(1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        current = out_path.stat().st_size
+        if current != size:
+            size, last_change = current, now
+        if now - started > deadline or now - last_change > silence:
+            proc.kill()
+            proc.wait()
+            return None
 
 
 def at_frontier(probes: list[dict[str, Any]], size: int) -> dict[str, Any] | None:
@@ -251,7 +269,8 @@ def main() -> int:
     p.add_argument("--hosts", type=int, default=200_000, help="distinct host names (PLDs)")
     p.add_argument("--probe", type=float, default=2.0, help="seconds between probes")
     p.add_argument("--only", nargs="*", choices=sorted(RUNS), help="runs to do")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the probes as JSON instead")
+    p.add_argument("--save", help="also write the probes as JSON to this file")
     p.add_argument("--serve", help=argparse.SUPPRESS)
     p.add_argument("--crawl", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -265,9 +284,12 @@ def main() -> int:
     names = [n for n in RUNS if not args.only or n in args.only]
     runs = {name: run(name, args) for name in names}
     results = {name: probes for name, (probes, _) in runs.items()}
+    dump = json.dumps({"command": " ".join(sys.argv), "probes": results,
+                       "notes": {n: note for n, (_, note) in runs.items()}})  # fmt: skip
+    if args.save:
+        Path(args.save).write_text(dump)
     if args.json:
-        print(json.dumps({"command": " ".join(sys.argv), "probes": results,
-                          "notes": {n: note for n, (_, note) in runs.items()}}))  # fmt: skip
+        print(dump)
         return 0
     marks = [m for m in (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 3_000_000, 5_000_000,
                          10_000_000) if m <= args.urls]  # fmt: skip
