@@ -564,7 +564,13 @@ class IrlScheduler:
         return None
 
     def _would_idle(self, now: float) -> bool:
-        """BEAST has nothing left to load while URLs wait in a partial DRUM batch."""
+        """BEAST has nothing left to load while URLs wait in a partial DRUM batch.
+
+        Any room in RAM counts: the requests already there may all belong to hosts that
+        are not due for seconds, while the new hosts the crawl needs to stay busy sit in
+        URLseen's buffers until a bucket fills (a drop to half the download rate for a
+        minute was seen when this waited for RAM to fall below half).
+        """
         if now - self._last_idle_merge < self.idle_merge_interval:
             return False
         if not (
@@ -573,7 +579,7 @@ class IrlScheduler:
             or self.star.pending
         ):
             return False
-        return len(self.beast) == 0 and self._ram_items() < self.ram_requests // 2
+        return len(self.beast) == 0 and self._ram_items() < self.ram_requests
 
     def _fill(self) -> None:
         """Lazy loading: move records from BEAST towards host queues while RAM allows."""

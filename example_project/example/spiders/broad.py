@@ -54,6 +54,9 @@ class BroadSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> BroadSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
+        # Scrapy logs every over-long link at INFO with the whole URL (simweb serves 2 KB+
+        # ones on purpose); they are counted in 'urllength/request_ignored_count' anyway.
+        logging.getLogger("scrapy.spidermiddlewares.urllength").setLevel(logging.WARNING)
         # After every spider_closed handler: the WARC writer has renamed its last file.
         crawler.signals.connect(spider._list_warc_files, signal=signals.engine_stopped)
         return spider
