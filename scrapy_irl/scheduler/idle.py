@@ -30,6 +30,7 @@ class IdleMeter:
     handouts: Callable[[], int]  # requests handed out so far
     call_later: Callable[..., Any] | None = None  # (delay, fn, *args); None: no stall check
     active: Callable[[], bool] = lambda: True  # False: not sampled (e.g. the spider closes)
+    clock: Callable[[], float] | None = None  # for the recheck; None: sample time + confirm
     confirm: float = 0.05
     samples: int = 0
     free: int = 0
@@ -50,10 +51,12 @@ class IdleMeter:
         if idle:
             self.idle_while_due += 1
             if self.call_later is not None:
-                self.call_later(self.confirm, self._confirm, self.handouts(), now + self.confirm)
+                self.call_later(self.confirm, self._confirm, self.handouts(), now)
         return idle
 
-    def _confirm(self, handouts_then: int, now: float) -> None:
+    def _confirm(self, handouts_then: int, sampled_at: float) -> None:
+        # the recheck runs when the reactor gets to it, possibly well after ``confirm``
+        now = self.clock() if self.clock is not None else sampled_at + self.confirm
         if (
             self.active()
             and self.handouts() == handouts_then

@@ -38,8 +38,8 @@ class Host:
     in_flight: bool = False
     gen: int = 0  # host-heap entry generation (lazy deletion)
     ready: bool = False  # in its IP's ready list
-    # What the delay was derived from (kept for the caller, e.g. to rescale it when the
-    # PLD's budget grows); the heaps read only ``delay``.
+    # What the delay was derived from (to rescale it when the PLD's budget grows, and for
+    # the IP's average budget); the heaps read only ``delay``.
     budget: float = 0.0
     crawl_delay: float | None = None
 
@@ -59,7 +59,7 @@ class Ip:
     gen: int = 0
     in_heap: bool = False
     # Sum of ``Host.budget`` over this IP's hosts in the table, and their number: tau_s
-    # follows the average budget of the PLDs on a server (kept by the caller).
+    # follows the average budget of the PLDs on a server (see ``set_budget``).
     budget_total: float = 0.0
     budget_hosts: int = 0
 
@@ -89,17 +89,25 @@ class Politeness:
 
     def add_host(self, name: str, ip: str, host_delay: float, ip_delay: float) -> Host:
         """Register (or update the delays of) a host; its IP is created on first use."""
+        address = self.ips.get(ip)
+        if address is None:
+            address = self.ips[ip] = Ip(ip, ip_delay)
+        else:
+            address.delay = ip_delay
         host = self.hosts.get(name)
         if host is None:
             host = self.hosts[name] = Host(name, ip, host_delay)
+            address.budget_hosts += 1
         else:
             host.delay = host_delay
-        address = self.ips.get(ip)
-        if address is None:
-            self.ips[ip] = Ip(ip, ip_delay)
-        else:
-            address.delay = ip_delay
         return host
+
+    def set_budget(self, host: Host, budget: float) -> float:
+        """Record ``host``'s budget; returns the average budget of its IP's hosts."""
+        address = self.ips[host.ip]
+        address.budget_total += budget - host.budget
+        host.budget = budget
+        return address.budget_total / max(1, address.budget_hosts)
 
     def set_delays(self, host: Host, host_delay: float, ip_delay: float) -> None:
         """New tau_h for ``host`` and tau_s for its IP (budgets change during a crawl).
@@ -265,7 +273,7 @@ class Politeness:
         """Whether :meth:`pop` at ``now`` would hand out an item (host and IP both due).
 
         For measurement (downloader idle while work is due), not the hot path: it scans
-        the due part of the IP heap.
+        the IP heap's entries.
         """
         self._promote_due_hosts(now)
         if not self._ip_heap or self._ip_heap[0][0] > now:

@@ -128,7 +128,7 @@ class IrlScheduler:
         self.idle_sample_interval = config.getfloat(settings, "IRL_IDLE_SAMPLE_INTERVAL")
         self.handouts = 0
         self.idle = IdleMeter(self._work_due, self._downloader_free, lambda: self.handouts,
-                              active=self._engine_running)  # fmt: skip
+                              active=self._engine_running, clock=self.clock)  # fmt: skip
         self._idle_loop: task.LoopingCall | None = None
         self.strip_session = SessionStripper(
             config.getlist(settings, "IRL_SESSION_PARAMS")
@@ -381,25 +381,17 @@ class IrlScheduler:
 
     def _add_host(self, name: str, ip: str, crawl_delay: float | None) -> Host:
         """Put a resolved host in the politeness table, its delays from its PLD's budget."""
-        known = name in self.polite.hosts
-        budget = self.star.budget(name)
         address = self.polite.ips.get(ip)
-        host = self.polite.add_host(
-            name, ip, self.delays.host(budget, crawl_delay),
-            address.delay if address is not None else self.delays.ip(budget),
-        )  # fmt: skip
-        if not known:
-            self.polite.ips[ip].budget_hosts += 1
+        # delays set from the budget just below; the IP keeps its own until then
+        host = self.polite.add_host(name, ip, self.delays.host_delay,
+                                    address.delay if address else self.delays.ip_delay)  # fmt: skip
         host.crawl_delay = crawl_delay
-        self._apply_budget(host, budget)
+        self._apply_budget(host, self.star.budget(name))
         return host
 
     def _apply_budget(self, host: Host, budget: float) -> None:
         """tau_h from B_x (and Crawl-delay); tau_s from the average budget on the IP."""
-        address = self.polite.ips[host.ip]
-        address.budget_total += budget - host.budget
-        host.budget = budget
-        average = address.budget_total / max(1, address.budget_hosts)
+        average = self.polite.set_budget(host, budget)
         self.polite.set_delays(host, self.delays.host(budget, host.crawl_delay),
                                self.delays.ip(average))  # fmt: skip
 

@@ -68,3 +68,13 @@ def test_samples_while_inactive_are_not_counted() -> None:
     assert meter.sample(0.0) is False and meter.samples == 0  # closing: not idling
     running[0] = True
     assert meter.sample(0.1) is True and meter.samples == 1
+
+
+def test_a_late_recheck_looks_at_the_time_it_runs() -> None:
+    clock = task.Clock()
+    # due at the sample, not 0.05 s later, due again from 0.2 s on (another host)
+    meter = IdleMeter(lambda now: now < 0.01 or now > 0.2, lambda: True, lambda: 0,
+                      call_later=clock.callLater, confirm=0.05, clock=clock.seconds)  # fmt: skip
+    meter.sample(clock.seconds())
+    clock.advance(0.3)  # a busy reactor runs the recheck late: work is due then
+    assert meter.stalled == 1

@@ -179,10 +179,10 @@ def test_forget_idle_takes_a_host_out_of_its_ip_budget_average():
     a = p.add_host("a.example", "10.0.0.1", host_delay=1.0, ip_delay=1.0)
     b = p.add_host("b.example", "10.0.0.1", host_delay=1.0, ip_delay=1.0)
     address = p.ips["10.0.0.1"]
-    for host, budget in ((a, 10.0), (b, 30.0)):
-        host.budget = budget
-        address.budget_total += budget
-        address.budget_hosts += 1
+    assert p.set_budget(a, 10.0) == 5.0  # b's budget not set yet: 0
+    assert p.set_budget(b, 30.0) == 20.0
+    assert p.set_budget(b, 50.0) == 30.0  # a budget that grows replaces its old value
     p.push("b.example", "b1")
     assert p.forget_idle(5.0) == 1  # a: nothing queued
-    assert (address.budget_total, address.budget_hosts) == (30.0, 1)
+    assert (address.budget_total, address.budget_hosts) == (50.0, 1)
+    assert p.set_budget(b, 50.0) == 50.0
