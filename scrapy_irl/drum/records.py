@@ -114,6 +114,52 @@ def scan_frames(data: bytes, magic: bytes, name: str) -> FrameScan:
     return FrameScan(frames, pos, size - pos)
 
 
+def scan_frames_streaming(handle: BinaryIO, magic: bytes, name: str) -> FrameScan:
+    """:func:`scan_frames` over an open file, one frame in RAM at a time.
+
+    For files that can grow without bound (BEAST's queues): the returned frames carry
+    their count and end offset but an empty payload. Torn tails and corruption are told
+    apart exactly as in :func:`scan_frames`.
+    """
+    from scrapy_irl.exceptions import DrumCorruptionError
+
+    frames: list[Frame] = []
+    pos = 0
+    header_size = FRAME_HEADER.size
+    while True:
+        header = handle.read(header_size)
+        if len(header) < header_size:
+            break
+        got_magic, count, length, crc = FRAME_HEADER.unpack(header)
+        if got_magic != magic:
+            if not any(header) and _rest_is_zero(handle):
+                break
+            raise DrumCorruptionError(
+                f"{name}: bad frame magic {got_magic!r} at offset {pos} (expected {magic!r})"
+            )
+        payload = handle.read(length)
+        if len(payload) < length:
+            break
+        if zlib.crc32(payload) != crc:
+            raise DrumCorruptionError(
+                f"{name}: checksum mismatch in the frame at offset {pos} ({count} records)"
+            )
+        pos += header_size + length
+        frames.append(Frame(count, b"", pos))
+    size = handle.seek(0, 2)
+    return FrameScan(frames, pos, size - pos)
+
+
+def _rest_is_zero(handle: BinaryIO, chunk: int = 1 << 20) -> bool:
+    for _ in range(1 << 40):  # bounded by the file's size
+        data = handle.read(chunk)
+        if not data:
+            return True
+        if data.count(0) != len(data):
+            return False
+    return False
+
+
 def decode_aux(payload: bytes, count: int, name: str) -> tuple[np.ndarray, bytes]:
     """Split an aux payload into (offsets array of length count+1, blob)."""
     from scrapy_irl.exceptions import DrumCorruptionError

@@ -27,12 +27,19 @@ import os
 import struct
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from scrapy_irl.drum.manifest import fsync_directory
-from scrapy_irl.drum.records import decode_aux, encode_aux, encode_frame, scan_frames
+from scrapy_irl.drum.records import (
+    FRAME_HEADER,
+    decode_aux,
+    encode_aux,
+    encode_frame,
+    iter_frames,
+    scan_frames_streaming,
+)
 from scrapy_irl.exceptions import DrumCorruptionError, FrontierCorruptionError
 
 MAGIC = b"BQE1"
@@ -70,9 +77,10 @@ class _Queue:
             self.path.touch()
 
     def _recover(self) -> None:
-        data = self.path.read_bytes()
+        """Count the entries left to read and cut a torn tail (RAM: one frame at a time)."""
         try:
-            scan = scan_frames(data, MAGIC, str(self.path))
+            with open(self.path, "rb") as handle:
+                scan = scan_frames_streaming(handle, MAGIC, str(self.path))
         except DrumCorruptionError as exc:
             raise FrontierCorruptionError(str(exc)) from exc
         if scan.torn_bytes:
@@ -134,9 +142,7 @@ class _Queue:
             if self.frame_index < len(self.frame):
                 index = self.frame_index
                 self.frame_index += 1
-                if self.frame_offset == self._first_offset and index < self.skip_index:
-                    continue
-                if (self.frame_offset, index) in self.finished:
+                if self._skipped(self.frame_offset, index):
                     self.finished.discard((self.frame_offset, index))
                     continue
                 self.size -= 1
@@ -146,6 +152,35 @@ class _Queue:
             if not self._load_frame():
                 return None
         return None
+
+    def _skipped(self, offset: int, index: int) -> bool:
+        return (offset == self._first_offset and index < self.skip_index) or (
+            offset,
+            index,
+        ) in self.finished
+
+    def unread(self) -> Iterator[bytes]:
+        """The entries :meth:`pop` would return, in order, without taking them.
+
+        Streams the file one frame at a time, so a pass over a Q_F of any size needs the
+        RAM of one frame.
+        """
+        self.write_buffer()
+        for index in range(self.frame_index, len(self.frame)):
+            if not self._skipped(self.frame_offset, index):
+                yield self.frame[index]
+        offset = self.read_offset
+        with open(self.path, "rb") as handle:
+            handle.seek(offset)
+            try:
+                for frame in iter_frames(handle, MAGIC, str(self.path)):
+                    offsets, blob = decode_aux(frame.payload, frame.count, str(self.path))
+                    for index in range(frame.count):
+                        if not self._skipped(offset, index):
+                            yield blob[offsets[index] : offsets[index + 1]]
+                    offset += FRAME_HEADER.size + len(frame.payload)
+            except DrumCorruptionError as exc:
+                raise FrontierCorruptionError(str(exc)) from exc
 
     def cursor(self) -> tuple[int, int, list[tuple[int, int]]]:
         """(frame offset, skip index, finished entries past it) to resume from."""
@@ -381,24 +416,22 @@ class Beast:
                 self._rescan()
 
     def _rescan(self) -> None:
-        """Split Q_F into j new queues (j doubles, capped) and a new Q_F."""
+        """Split Q_F into j new queues (j doubles, capped) and a new Q_F.
+
+        Streams: Q_F is never held in RAM. Each entry's budget is recomputed (STAR's
+        in-degrees grew since it was placed); its k = floor(P_x / B_x) then picks its queue,
+        counted from the first new one. An entry whose k now falls before the new queues
+        (its PLD gained budget) goes to the first of them, not back to Q_F. When every
+        queue is empty, a first read-only pass finds the smallest k, so the split starts
+        there (the crawl fast-forwards instead of spinning through empty queues).
+        """
         self.rescans += 1
         old_qf, old_j = self.qf, self.j
-        entries: list[tuple[int, int, int, bytes]] = []
-        for _ in range(1 << 30):
-            got = old_qf.pop()
-            if got is None:
-                break
-            entry, token = got
-            old_qf.done(token[1], token[2])
-            budget, admitted = _ENTRY.unpack_from(entry)
-            record = entry[_ENTRY.size :]
-            if self.rebudget is not None:
-                fresh = self.rebudget(record)
-                if fresh:
-                    budget = max(1, int(fresh))
-            entries.append((admitted // budget, budget, admitted, record))
-        self._draining.append(old_qf)
+        everything_empty = all(q.exhausted for q in self.ring)
+        if everything_empty:
+            shift = min((self._placed(entry)[0] for entry in old_qf.unread()), default=0)
+        else:
+            shift = old_j - 1
         self.qf = self._new_queue()
         grow = min(old_j, self.max_queues - old_j)
         first_new = old_j
@@ -407,19 +440,31 @@ class Beast:
         else:
             first_new = 0  # at the cap: split into the existing ring, from Q_1
         slots = self.j - first_new
-        everything_empty = all(q.exhausted for q in self.ring)
-        shift = (
-            min((e[0] for e in entries), default=0) if everything_empty else old_j - 1
-        )
-        for k, budget, admitted, record in entries:
-            offset = k - shift
-            entry = _ENTRY.pack(budget, admitted) + record
-            if 0 <= offset < slots:
-                self._append(self.ring[first_new + offset], entry)
+        for _ in range(1 << 40):  # bounded by Q_F's size
+            got = old_qf.pop()
+            if got is None:
+                break
+            entry, token = got
+            old_qf.done(token[1], token[2])
+            k, placed = self._placed(entry)
+            offset = max(0, k - shift)
+            if offset < slots:
+                self._append(self.ring[first_new + offset], placed)
             else:
-                self._append(self.qf, entry)
+                self._append(self.qf, placed)
+        self._draining.append(old_qf)
         if first_new:
             self.current = first_new if everything_empty else 0
+
+    def _placed(self, entry: bytes) -> tuple[int, bytes]:
+        """(k, entry with its budget recomputed) for a Q_F entry."""
+        budget, admitted = _ENTRY.unpack_from(entry)
+        record = entry[_ENTRY.size :]
+        if self.rebudget is not None:
+            fresh = self.rebudget(record)
+            if fresh:
+                budget = max(1, int(fresh))
+        return admitted // budget, _ENTRY.pack(budget, admitted) + record
 
     def done(self, token: Token) -> None:
         """The record of ``token`` left RAM (crawled, dropped or requeued)."""

@@ -156,3 +156,86 @@ def test_empty_beast_does_not_churn_files(tmp_path):
         assert beast.pop() is None
     beast.save()
     assert sorted(p.name for p in tmp_path.glob("q*.beast")) == before
+
+
+def test_url_whose_budget_grew_leaves_qf_for_the_first_new_queue(tmp_path):
+    budgets = {b"late": 1}
+    beast = Beast(tmp_path, initial_queues=2, max_queues=8, fsync=False,
+                  rebudget=budgets.get)  # fmt: skip
+    beast.push(b"a", 1, 0)  # Q2
+    beast.push(b"late", 1, 5)  # k = 5: Q_F
+    assert beast.pop()[0] == b"a"  # now reading Q2
+    beast.push(b"b", 1, 0)  # next after Q2: Q1 (wraps), so the ring is not empty
+    budgets[b"late"] = 100  # its PLD gained in-degree: k = 5 // 100 = 0
+    assert beast.pop()[0] == b"b"  # Q2 read out: Q_F re-read into Q3, Q4; back to Q1
+    assert beast.rescans == 1
+    stats = beast.stats()
+    assert (stats["q3"], stats["q4"], stats["qf"]) == (1, 0, 0)  # not back into Q_F
+    assert drain(beast) == ["late"]
+    assert beast.rescans == 1
+
+
+@pytest.mark.parametrize("ring_busy", [False, True])
+def test_qf_reread_streams_instead_of_loading_qf_into_ram(tmp_path, ring_busy):
+    """A Q_F of 16 MiB is split with about one frame and the new queues' buffers in RAM."""
+    import tracemalloc
+
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    entry = b"x" * 1024
+    for p in range(16 * 1024):
+        beast.push(entry + str(p).encode(), 1024, 1024 + p)  # k = 1..16: all in Q_F
+    if ring_busy:
+        beast.push(b"first", 1, 0)  # Q2: the re-read happens with Q1 holding "wrapped"
+        assert beast.pop()[0] == b"first"
+        beast.push(b"wrapped", 1, 0)
+    beast.save()
+    assert beast.stats()["qf"] == 16 * 1024
+    tracemalloc.start()
+    try:
+        got = beast.pop()  # reads out the ring, then re-reads Q_F
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert beast.rescans == 1
+    assert got is not None and got[0] == (b"wrapped" if ring_busy else entry + b"0")
+    assert peak < 4 * 1024 * 1024, peak  # Q_F is 16 MiB: it was never all in RAM
+    rest = drain(beast, limit=20_000)
+    assert len(rest) == 16 * 1024 - (0 if ring_busy else 1)
+
+
+def test_reopening_a_large_queue_reads_it_one_frame_at_a_time(tmp_path):
+    import tracemalloc
+
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    for p in range(16 * 1024):
+        beast.push(b"y" * 1024, 1024, 1024 + p)  # 16 MiB in Q_F
+    beast.save()
+    del beast
+    tracemalloc.start()
+    try:
+        again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(again) == 16 * 1024
+    assert peak < 2 * 1024 * 1024, peak
+
+
+def test_zero_filled_tail_is_cut_like_a_torn_one(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"kept", 1, 0)
+    beast.save()
+    with open(beast.ring[1].path, "ab") as handle:
+        handle.write(b"\0" * 5000)  # space allocated, never written (power loss)
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert drain(again) == ["kept"]
+
+
+def test_garbage_after_the_last_frame_is_refused(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"kept", 1, 0)
+    beast.save()
+    with open(beast.ring[1].path, "ab") as handle:
+        handle.write(b"NOTAFRAME-HEADER" + b"\0" * 64)
+    with pytest.raises(FrontierCorruptionError, match="bad frame magic"):
+        Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
