@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import numpy as np
+from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import signals
 from scrapy.http import Request
 from scrapy.utils.defer import deferred_from_coro
@@ -345,7 +346,28 @@ class IrlScheduler:
         duplicates = int(np.count_nonzero(checked)) - unique
         if duplicates:
             self.stats.inc_value("dupefilter/filtered", duplicates)
+            self._signal_dropped(batch, checked)
         self.counts["unique"] += unique
+
+    def _signal_dropped(self, batch: DrumBatch, checked: np.ndarray) -> None:
+        """``request_dropped`` for each duplicate, rebuilt from its record.
+
+        The engine could not send it: ``enqueue_request`` returned True before the batch
+        merged. Rebuilding a request costs an unpickle, so it is done only while some
+        receiver is connected to the signal (Scrapy itself connects none).
+        """
+        sender = self.crawler.signals.sender
+        if not any(True for _ in liveReceivers(getAllReceivers(sender, signals.request_dropped))):
+            return
+        for i in np.flatnonzero(~batch.unique & checked):
+            try:
+                request = self.codec.decode(record_blob(batch.aux(int(i))))
+            except ValueError:
+                self.counts["dropped_signal_undecodable"] += 1
+                continue
+            self.crawler.signals.send_catch_log(
+                signals.request_dropped, request=request, spider=self.spider
+            )
 
     # -- routing to hosts: DNS, robots.txt, politeness --------------------------------------
     def _route(self, item: Any, host: str) -> None:

@@ -45,9 +45,6 @@ NOT_RUN = {
 DELIBERATE = {
     # Order: requests leave by BEAST queue and politeness due time, not by priority/LIFO.
     "test_engine_loop.py::TestRequestSendOrder::test_shared_queues",
-    # Duplicates are found when a DRUM batch merges, after enqueue_request returned True;
-    # only their serialized record exists then, so no request_dropped signal is sent.
-    "test_engine.py::TestEngine::test_crawler_dupefilter",
     # data: URLs have no host: they bypass URLseen (and the fingerprinter this test breaks).
     "test_engine.py::TestEngine::test_start_request_processing_exception",
     # The test deletes the stock scheduler's private ``dqs`` attribute.
