@@ -103,6 +103,9 @@ IRL_BEAST_QUEUES = 2
 IRL_BEAST_MAX_QUEUES = 64
 # Requests held in RAM in host queues and DNS/robots waits (lazy loading bound).
 IRL_FRONTIER_RAM_REQUESTS = 5_000
+# Seconds of work (items x tau_h per host, items x tau_s per IP) RAM may hold for one host
+# or IP; further URLs of it are parked on disk and re-read this often (0: never park).
+IRL_RAM_BACKLOG_SECONDS = 60.0
 # r of the scheduler's URLseen: bucket bytes that trigger a merge (larger batches, fewer passes).
 IRL_FRONTIER_URLSEEN_BUCKET_BYTES = 1024 * 1024
 # Seconds after which a handed-out request that never reached the downloader frees its host.

@@ -8,11 +8,14 @@ split into j new queues (j doubles, up to ``max_queues``) with budgets recompute
 that still do not fit form the new Q_F. Q_F is thus re-read at exponentially growing
 intervals, and nothing is discarded for budget reasons. When every queue is empty the
 cycle is fast-forwarded, and the split of Q_F starts at its smallest k, so the crawl
-always progresses.
+always progresses. A record whose host or IP cannot take more work for a while is
+*parked* (:meth:`Beast.park`): kept on disk, out of :meth:`Beast.pop`'s reach, until the
+caller's next :meth:`Beast.unpark`.
 
 On disk (``directory``): one append-only file per queue, ``q<id>.beast``, of CRC-framed
 batches (see :mod:`scrapy_irl.drum.records`), each entry ``<B_x u32><P_x u32><record>``;
-and ``STATE``, a checksummed JSON written atomically, with the ring, Q_F, and per queue
+and ``STATE``, a checksummed JSON written atomically, with the ring, Q_F, the parked
+queue and the unparked ones still being read, and per queue
 the read position of its oldest entry still held in RAM by the caller plus the entries
 after it already finished (so a restart re-reads exactly what was not finished). Writes
 are buffered and made durable by :meth:`sync` (the scheduler calls it every
@@ -236,9 +239,11 @@ class Beast:
         self.rescans = 0
         self.placed_in_qf = 0
         self.requeued = 0
+        self.parked_total = 0
         self._queues: dict[int, _Queue] = {}
         self._draining: list[_Queue] = []
         self._resumed: list[_Queue] = []
+        self._returning: list[_Queue] = []  # parked queues handed back by unpark()
         state = self._read_state()
         if state is None:
             self._next_id = 0
@@ -246,6 +251,7 @@ class Beast:
             self.current = 0
             self.qf = self._new_queue()
             self.front = self._new_queue()  # requeued at a graceful stop: read first
+            self.parked = self._new_queue()  # held back for a while (see park)
             self.save()
         else:
             self._restore(state)
@@ -303,6 +309,8 @@ class Beast:
         self.current = state["current"]
         self.qf = load(state["qf"])
         self.front = load(state["front"])
+        self.parked = load(state["parked"]) if "parked" in state else self._new_queue()
+        self._returning = [load(q) for q in state.get("returning", [])]
         self._draining = [load(q) for q in state["draining"]]
         # Retired queues still owing records (held in RAM when the last run stopped).
         self._resumed = [q for q in self._draining if q.size > 0]
@@ -332,6 +340,8 @@ class Beast:
             "current": self.current,
             "qf": self.qf.qid,
             "front": self.front.qid,
+            "parked": self.parked.qid,
+            "returning": [q.qid for q in self._returning],
             "draining": [q.qid for q in self._draining],
             "rescans": self.rescans,
             "cursors": {str(q.qid): list(q.cursor()) for q in self._queues.values()},
@@ -371,6 +381,29 @@ class Beast:
             self.placed_in_qf += 1
         self._append(target, entry)
 
+    def park(self, record: bytes) -> None:
+        """Hold a record back until the next :meth:`unpark` (its host or IP is backlogged).
+
+        Parked records are not read by :meth:`pop`, so a record that cannot be served
+        soon neither occupies RAM nor comes straight back; the caller unparks every so
+        many seconds. On re-reading they are placed like new URLs of their PLD (k = 0).
+        """
+        self.parked_total += 1
+        self._append(self.parked, _ENTRY.pack(1, 0) + record)
+
+    def unpark(self) -> int:
+        """Make everything parked so far readable again (before the ring); returns how many."""
+        count = self.parked.size
+        if count <= 0:
+            return 0
+        self._returning.append(self.parked)
+        self.parked = self._new_queue()
+        return count
+
+    @property
+    def parked_count(self) -> int:
+        return self.parked.size
+
     def requeue(self, record: bytes) -> None:
         """Put back a record taken from BEAST but not crawled (graceful stop): read first."""
         self.requeued += 1
@@ -392,6 +425,11 @@ class Beast:
             if got is not None:
                 return got[0][_ENTRY.size :], got[1]
             self._resumed.pop(0)
+        while self._returning:  # unparked: read before the ring, like the front queue
+            got = self._returning[0].pop()
+            if got is not None:
+                return got[0][_ENTRY.size :], got[1]
+            self._draining.append(self._returning.pop(0))
         if sum(q.size for q in self.ring) + self.qf.size <= 0:
             return None  # nothing queued: do not spin the ring (it would churn files)
         for _ in range(4 * self.max_queues + 4):  # bounded: a few full cycles at most
@@ -474,12 +512,18 @@ class Beast:
 
     # -- sizes -----------------------------------------------------------------------------
     def __len__(self) -> int:
-        owed = sum(q.size for q in self._resumed)
+        return self.readable + self.parked.size
+
+    @property
+    def readable(self) -> int:
+        """Records :meth:`pop` can return now (everything but the parked ones)."""
+        owed = sum(q.size for q in self._resumed) + sum(q.size for q in self._returning)
         return sum(q.size for q in self.ring) + self.qf.size + self.front.size + owed
 
     def stats(self) -> dict[str, int]:
         out = {"j": self.j, "current": self.current + 1, "qf": self.qf.size, "queued": len(self),
-               "rescans": self.rescans, "placed_in_qf": self.placed_in_qf}  # fmt: skip
+               "rescans": self.rescans, "placed_in_qf": self.placed_in_qf,
+               "parked": self.parked.size, "parked_total": self.parked_total}  # fmt: skip
         for i, queue in enumerate(self.ring):
             out[f"q{i + 1}"] = queue.size
         return out

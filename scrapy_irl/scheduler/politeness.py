@@ -62,6 +62,7 @@ class Ip:
     # follows the average budget of the PLDs on a server (see ``set_budget``).
     budget_total: float = 0.0
     budget_hosts: int = 0
+    queued: int = 0  # items pending in the queues of its hosts (its RAM backlog)
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -133,6 +134,7 @@ class Politeness:
         else:
             host.queue.append(item)
         self.items += 1
+        self.ips[host.ip].queued += 1
         if len(host.queue) == 1 and not host.in_flight and not host.ready:
             self._schedule_host(host)
 
@@ -144,6 +146,7 @@ class Politeness:
         items = list(host.queue)
         host.queue.clear()
         self.items -= len(items)
+        self.ips[host.ip].queued -= len(items)
         host.gen += 1
         if host.ready:
             self.ips[host.ip].ready.remove(host)
@@ -159,6 +162,7 @@ class Politeness:
         if dropped:
             host.queue = deque(item for item in host.queue if keep(item))
             self.items -= len(dropped)
+            self.ips[host.ip].queued -= len(dropped)
             if not host.queue and host.ready:
                 self.ips[host.ip].ready.remove(host)
                 host.ready = False
@@ -205,6 +209,7 @@ class Politeness:
             host.ready = False
             item = host.queue.popleft()
             self.items -= 1
+            address.queued -= 1
             host.in_flight = True
             host.previous_start = host.last_start
             host.last_start = now
@@ -317,6 +322,16 @@ class Politeness:
         ]:
             del self.ips[ip]
         return len(idle)
+
+    def backlog_seconds(self, host: Host) -> float:
+        """How long the work already queued for ``host``, or for its IP, takes at tau_h/tau_s.
+
+        The larger of the two: pending items of the host times tau_h, and pending items
+        on all hosts of its IP times tau_s (lazy loading: RAM should hold what can be
+        fetched soon, Polybot section 3.5).
+        """
+        address = self.ips[host.ip]
+        return max(len(host.queue) * host.delay, address.queued * address.delay)
 
     def ready_hosts(self) -> int:
         return sum(len(a.ready) for a in self.ips.values())

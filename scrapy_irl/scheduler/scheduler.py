@@ -123,6 +123,12 @@ class IrlScheduler:
             crawl_delay_max=config.getfloat(settings, "IRL_CRAWL_DELAY_MAX"),
         )
         self.ram_requests = config.getint(settings, "IRL_FRONTIER_RAM_REQUESTS")
+        self.backlog_seconds = config.getfloat(settings, "IRL_RAM_BACKLOG_SECONDS")
+        if self.backlog_seconds < 0:
+            raise ValueError(
+                f"IRL_RAM_BACKLOG_SECONDS cannot be negative, got {self.backlog_seconds}"
+            )
+        self._last_unpark = self.clock()
         self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL")
         self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT")
         self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL")
@@ -428,18 +434,20 @@ class IrlScheduler:
         if self.robots is None or (
             isinstance(item, Request) and item.meta.get("dont_obey_robotstxt")
         ):
-            self.polite.push(host, item)
+            self._push_or_park(host, item)
             return
         url = _url_of(item)
         origin = origin_of(_url_parts(url))
         if origin is None:
-            self.polite.push(host, item)
+            self._push_or_park(host, item)
             return
         cached = self.robots.cache.get(origin)
         if cached is not None and cached.record.is_fresh(self.robots.clock()):
             self._obey(cached, item, url, host)
             return
         waiting = self._robots_wait.get(origin)
+        if self._backlogged(item, host, len(waiting) if waiting else 0):
+            return
         if waiting is None:
             self._robots_wait[origin] = waiting = []
         waiting.append(item)
@@ -447,6 +455,34 @@ class IrlScheduler:
         if origin not in self._robots_fetching:
             self._robots_fetching.add(origin)
             self.polite.push(host, RobotsMarker(origin), front=True)
+
+    def _push_or_park(self, host: str, item: Any) -> None:
+        if not self._backlogged(item, host, 0):
+            self.polite.push(host, item)
+
+    def _backlogged(self, item: Any, host: str, waiting: int) -> bool:
+        """Park a queued record (back to disk) when its host or IP has enough work in RAM.
+
+        Lazy loading (Polybot section 3.5): RAM should hold what can be fetched soon.
+        Work queued for a host (plus ``waiting`` items held for its robots.txt) is worth
+        items x tau_h seconds, for its IP items x tau_s; past IRL_RAM_BACKLOG_SECONDS more
+        of it would only sit in RAM, crowding out the hosts and IPs that could be crawled
+        meanwhile (a spam farm's fresh subdomains on a few IPs, a large site at a long
+        tau_h). Parked records come back every IRL_RAM_BACKLOG_SECONDS. Requests that are
+        not BEAST records (retries, dont_filter) are never parked.
+        """
+        if not self.backlog_seconds or not isinstance(item, Held):
+            return False
+        record = self.polite.hosts.get(host)
+        if record is None:
+            return False
+        backlog = max(self.polite.backlog_seconds(record), waiting * record.delay)
+        if backlog < self.backlog_seconds:
+            return False
+        self.beast.park(item.record)
+        self._release(item)
+        self.counts["parked_backlog"] += 1
+        return True
 
     def _cached_crawl_delay(self, url: str) -> float | None:
         """Crawl-delay of the URL's origin if its robots.txt is cached (a host met again)."""
@@ -463,7 +499,7 @@ class IrlScheduler:
             else self._default_ua()
         )
         if cached.allowed(url, user_agent):
-            self.polite.push(host, item)
+            self._push_or_park(host, item)
             return
         if cached.record.kind == RobotsKind.DISALLOW_ALL:
             self.stats.inc_value("irl_robots/unreachable_dropped")
@@ -514,7 +550,7 @@ class IrlScheduler:
         cached = self.robots.cache.get(origin) if self.robots is not None else None
         if cached is None:  # fetch ignored or failed oddly: no rules to apply
             for item in items:
-                self.polite.push(host.name, item)
+                self._push_or_park(host.name, item)
         else:
             user_agent = self._default_ua()
             delay = cached.crawl_delay(user_agent)
@@ -593,7 +629,7 @@ class IrlScheduler:
             or self.star.pending
         ):
             return False
-        return len(self.beast) == 0 and self._ram_items() < self.ram_requests
+        return self.beast.readable == 0 and self._ram_items() < self.ram_requests
 
     def _fill(self) -> None:
         """Lazy loading: move records from BEAST towards host queues while RAM allows."""
@@ -676,6 +712,11 @@ class IrlScheduler:
             self.beast.sync()
             self._expire_handouts(now)
             self.polite.forget_idle(now)
+            if now - self._last_unpark >= self.backlog_seconds:
+                self._last_unpark = now
+                if self.beast.unpark():
+                    self._fill()
+                    self._wake_engine()
             if self._would_idle(now):
                 # The engine only asks when a slot frees or a host is due; while every
                 # host waits out its delay, new URLs must still flow from URLseen to BEAST.

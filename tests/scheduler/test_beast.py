@@ -238,3 +238,41 @@ def test_garbage_after_the_last_frame_is_refused(tmp_path):
         handle.write(b"NOTAFRAME-HEADER" + b"\0" * 64)
     with pytest.raises(FrontierCorruptionError, match="bad frame magic"):
         Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+
+
+def test_parked_records_wait_for_unpark_and_are_read_before_the_ring(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"ring", 1, 0)
+    got = beast.pop()
+    beast.park(got[0])  # its host is backlogged: back to disk, out of pop()'s reach
+    beast.done(got[1])
+    beast.push(b"later", 1, 0)
+    assert (len(beast), beast.readable, beast.parked_count) == (2, 1, 1)
+    assert drain(beast) == ["later"]  # parked is not read, and Q_F re-reads skip it
+    assert beast.pop() is None and len(beast) == 1
+    assert beast.unpark() == 1 and beast.unpark() == 0
+    beast.push(b"next", 1, 0)
+    assert drain(beast) == ["ring", "next"]  # unparked first
+    assert len(beast) == 0 and beast.stats()["parked_total"] == 1
+
+
+def test_parked_and_unparked_queues_survive_a_kill(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    for name in (b"p1", b"p2", b"p3"):
+        beast.park(name)
+    beast.save()
+    assert beast.unpark() == 3
+    beast.park(b"p4")
+    first = beast.pop()
+    assert first[0] == b"p1"  # taken, not finished: still owed after a kill
+    beast.save()
+    del beast  # kill -9: only files remain
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert (again.readable, again.parked_count) == (3, 1)
+    assert drain(again) == ["p1", "p2", "p3"]
+    again.unpark()
+    assert drain(again) == ["p4"]
+    again.save()
+    assert sorted(p.name for p in tmp_path.glob("q*.beast")) == sorted(
+        q.path.name for q in again._queues.values()
+    )  # read-out queues are retired, not left behind

@@ -35,7 +35,10 @@ POLITE = {
 
 @pytest.mark.slow
 def test_crawl_is_polite_robots_clean_and_budgeted(tmp_path: Path) -> None:
-    settings = {**POLITE, "CLOSESPIDER_TIMEOUT": 25, "IRL_HOSTS_DIR": str(tmp_path / "hosts")}
+    settings = {**POLITE, "CLOSESPIDER_TIMEOUT": 25, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                # a short backlog horizon: hosts with more than a few seconds of work park
+                # URLs, which must come back (unparked every 3 s) without breaking anything
+                "IRL_RAM_BACKLOG_SECONDS": 3.0}  # fmt: skip
     with simweb_server(tmp_path, size="tiny") as (cfg, log):
         stats, stderr = crawl(cfg, settings)
     result = judged(cfg, log, tau_h=1.0, tau_s=0.2)
@@ -49,6 +52,8 @@ def test_crawl_is_polite_robots_clean_and_budgeted(tmp_path: Path) -> None:
     assert result["robots_fetches_max_per_host"] == 1
     assert stats["scheduler/dequeued"] > 0 and stats["irl_sched/star/pld_edges"] > 0
     assert stats["irl_sched/beast/j"] >= 2
+    assert stats["irl_sched/parked_backlog"] > 0
+    assert stats["irl_sched/beast/parked_total"] == stats["irl_sched/parked_backlog"]
     # budgets grow as in-degrees are found, and hosts' delays follow them
     assert stats.get("irl_sched/delays_rescaled", 0) > 0
     # the idle meter ran (its share is a benchmark number, not a test threshold)

@@ -186,3 +186,20 @@ def test_forget_idle_takes_a_host_out_of_its_ip_budget_average():
     assert p.forget_idle(5.0) == 1  # a: nothing queued
     assert (address.budget_total, address.budget_hosts) == (50.0, 1)
     assert p.set_budget(b, 50.0) == 50.0
+
+
+def test_backlog_seconds_counts_the_host_queue_and_the_whole_ip():
+    p = make({"a": ("1", 2.0), "b": ("1", 2.0), "c": ("2", 2.0)}, ip_delay=0.5)
+    for i in range(3):
+        p.push("a", i)
+    p.push("b", "x")
+    a, b, c = p.host("a"), p.host("b"), p.host("c")
+    assert p.backlog_seconds(a) == 3 * 2.0  # host: 3 items at tau_h = 2 s
+    assert p.backlog_seconds(b) == max(1 * 2.0, 4 * 0.5)  # IP 1 holds 4 items at 0.5 s
+    assert p.backlog_seconds(c) == 0.0
+    host, _ = p.pop(0.0)
+    assert p.ips["1"].queued == 3
+    p.filter("a", lambda item: item != 2)
+    assert p.ips["1"].queued == 2
+    p.drain("b")
+    assert p.ips["1"].queued == 1 and p.backlog_seconds(a) == 2.0
