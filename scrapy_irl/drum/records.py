@@ -7,6 +7,7 @@ complete frame whose checksum does not match), which must never be silently acce
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 from collections.abc import Iterator
@@ -85,42 +86,19 @@ def scan_frames(data: bytes, magic: bytes, name: str) -> FrameScan:
     A complete frame with a wrong magic or checksum cannot come from a crash: it raises
     :class:`~scrapy_irl.exceptions.DrumCorruptionError` naming the file and offset.
     """
-    from scrapy_irl.exceptions import DrumCorruptionError
-
-    frames: list[Frame] = []
-    pos = 0
-    size = len(data)
-    header_size = FRAME_HEADER.size
-    while pos < size:
-        if size - pos < header_size:
-            break
-        got_magic, count, length, crc = FRAME_HEADER.unpack_from(data, pos)
-        if got_magic != magic:
-            if not any(data[pos:]):  # zero-filled tail: space allocated, never written
-                break
-            raise DrumCorruptionError(
-                f"{name}: bad frame magic {got_magic!r} at offset {pos} (expected {magic!r})"
-            )
-        start = pos + header_size
-        if start + length > size:
-            break
-        payload = data[start : start + length]
-        if zlib.crc32(payload) != crc:
-            raise DrumCorruptionError(
-                f"{name}: checksum mismatch in the frame at offset {pos} ({count} records)"
-            )
-        pos = start + length
-        frames.append(Frame(count, payload, pos))
-    return FrameScan(frames, pos, size - pos)
+    return _scan(io.BytesIO(data), magic, name, keep_payload=True)
 
 
 def scan_frames_streaming(handle: BinaryIO, magic: bytes, name: str) -> FrameScan:
     """:func:`scan_frames` over an open file, one frame in RAM at a time.
 
     For files that can grow without bound (BEAST's queues): the returned frames carry
-    their count and end offset but an empty payload. Torn tails and corruption are told
-    apart exactly as in :func:`scan_frames`.
+    their count and end offset but an empty payload.
     """
+    return _scan(handle, magic, name, keep_payload=False)
+
+
+def _scan(handle: BinaryIO, magic: bytes, name: str, *, keep_payload: bool) -> FrameScan:
     from scrapy_irl.exceptions import DrumCorruptionError
 
     frames: list[Frame] = []
@@ -132,7 +110,7 @@ def scan_frames_streaming(handle: BinaryIO, magic: bytes, name: str) -> FrameSca
             break
         got_magic, count, length, crc = FRAME_HEADER.unpack(header)
         if got_magic != magic:
-            if not any(header) and _rest_is_zero(handle):
+            if not any(header) and _rest_is_zero(handle):  # space allocated, never written
                 break
             raise DrumCorruptionError(
                 f"{name}: bad frame magic {got_magic!r} at offset {pos} (expected {magic!r})"
@@ -145,7 +123,7 @@ def scan_frames_streaming(handle: BinaryIO, magic: bytes, name: str) -> FrameSca
                 f"{name}: checksum mismatch in the frame at offset {pos} ({count} records)"
             )
         pos += header_size + length
-        frames.append(Frame(count, b"", pos))
+        frames.append(Frame(count, payload if keep_payload else b"", pos))
     size = handle.seek(0, 2)
     return FrameScan(frames, pos, size - pos)
 

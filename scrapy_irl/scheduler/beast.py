@@ -400,10 +400,6 @@ class Beast:
         self.parked = self._new_queue()
         return count
 
-    @property
-    def parked_count(self) -> int:
-        return self.parked.size
-
     def requeue(self, record: bytes) -> None:
         """Put back a record taken from BEAST but not crawled (graceful stop): read first."""
         self.requeued += 1

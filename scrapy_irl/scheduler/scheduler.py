@@ -446,7 +446,7 @@ class IrlScheduler:
             self._obey(cached, item, url, host)
             return
         waiting = self._robots_wait.get(origin)
-        if self._backlogged(item, host, len(waiting) if waiting else 0):
+        if self._park_if_backlogged(item, host, len(waiting) if waiting else 0):
             return
         if waiting is None:
             self._robots_wait[origin] = waiting = []
@@ -457,10 +457,10 @@ class IrlScheduler:
             self.polite.push(host, RobotsMarker(origin), front=True)
 
     def _push_or_park(self, host: str, item: Any) -> None:
-        if not self._backlogged(item, host, 0):
+        if not self._park_if_backlogged(item, host, 0):
             self.polite.push(host, item)
 
-    def _backlogged(self, item: Any, host: str, waiting: int) -> bool:
+    def _park_if_backlogged(self, item: Any, host: str, waiting: int) -> bool:
         """Park a queued record (back to disk) when its host or IP has enough work in RAM.
 
         Lazy loading (Polybot section 3.5): RAM should hold what can be fetched soon.

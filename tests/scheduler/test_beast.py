@@ -247,7 +247,7 @@ def test_parked_records_wait_for_unpark_and_are_read_before_the_ring(tmp_path):
     beast.park(got[0])  # its host is backlogged: back to disk, out of pop()'s reach
     beast.done(got[1])
     beast.push(b"later", 1, 0)
-    assert (len(beast), beast.readable, beast.parked_count) == (2, 1, 1)
+    assert (len(beast), beast.readable, beast.parked.size) == (2, 1, 1)
     assert drain(beast) == ["later"]  # parked is not read, and Q_F re-reads skip it
     assert beast.pop() is None and len(beast) == 1
     assert beast.unpark() == 1 and beast.unpark() == 0
@@ -268,7 +268,7 @@ def test_parked_and_unparked_queues_survive_a_kill(tmp_path):
     beast.save()
     del beast  # kill -9: only files remain
     again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
-    assert (again.readable, again.parked_count) == (3, 1)
+    assert (again.readable, again.parked.size) == (3, 1)
     assert drain(again) == ["p1", "p2", "p3"]
     again.unpark()
     assert drain(again) == ["p4"]
