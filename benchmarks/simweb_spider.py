@@ -18,7 +18,7 @@ from pathlib import Path
 
 import scrapy
 from scrapy.crawler import CrawlerProcess
-from scrapy.http import TextResponse
+from scrapy.http import HtmlResponse, XmlResponse
 from scrapy.linkextractors import LinkExtractor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,7 +38,7 @@ class SimwebSpider(scrapy.Spider):
         self.links = LinkExtractor()
 
     def parse(self, response):
-        if not isinstance(response, TextResponse):
+        if not isinstance(response, (HtmlResponse, XmlResponse)):  # JSON, text: no links
             return
         for link in self.links.extract_links(response):
             yield scrapy.Request(link.url)

@@ -52,6 +52,9 @@ IRL_ROBOTS_RETRY_MAX_DELAY = 6 * 3600.0
 IRL_ROBOTS_STALE_TTL = 7 * 24 * 3600.0
 # Parsed robots.txt rule sets kept in RAM (LRU); the rest is re-read from the host store.
 IRL_ROBOTS_MEMORY_ENTRIES = 10_000
+# Estimated RAM of those rule sets: 512 B per origin, plus 2 KiB + 16 B per robots.txt byte
+# for each distinct body (origins serving identical robots.txt share one parse).
+IRL_ROBOTS_MEMORY_BYTES = 64 * 2**20
 # CrawlDelayMiddleware: raise a host's download-slot delay to its Crawl-delay/Request-rate.
 IRL_CRAWL_DELAY_ENABLED = True
 # Upper bound in seconds on an honoured Crawl-delay (larger values are capped and counted).

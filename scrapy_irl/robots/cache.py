@@ -1,23 +1,50 @@
 """``RobotsCache``: parsed robots.txt rules in a bounded LRU in front of the host store.
 
-RAM holds at most ``memory_entries`` parsed rule sets, whatever the number of hosts
-cached on disk; a miss re-parses the stored body (cheap next to a fetch). A record that
-fails to decode is counted, deleted and reported as a miss, so it is fetched again.
+RAM holds at most ``memory_entries`` parsed rule sets and at most ``memory_bytes`` of
+their estimated size, whatever the number of hosts cached on disk; a miss re-parses the
+stored body (cheap next to a fetch). The byte bound matters because rule sets differ in
+size by three orders of magnitude: a 500 KiB robots.txt parses to about 5 MB of Python
+objects, so a count bound alone lets a few thousand such hosts take gigabytes. A record
+that fails to decode is counted, deleted and reported as a miss, so it is fetched again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from scrapy_irl.hosts.records import RecordError, RobotsKind, RobotsRecord
 from scrapy_irl.hosts.store import HostStore
 
 logger = logging.getLogger(__name__)
+
+#: Estimated RAM of cached robots.txt state. Every origin costs ORIGIN_BYTES (its key,
+#: record and LRU slot); a distinct robots.txt body costs, once however many origins
+#: serve it, RULES_OVERHEAD_BYTES plus BYTES_PER_BODY_BYTE per byte. Measured with
+#: tracemalloc on Scrapy's Protego parser after a lookup (it builds its index lazily):
+#: 9-14 bytes per body byte, plus the body itself.
+ORIGIN_BYTES = 512
+RULES_OVERHEAD_BYTES = 2048
+BYTES_PER_BODY_BYTE = 16
+
+
+def estimated_rules_size(body: bytes) -> int:
+    """RAM charged to one parsed robots.txt body (an upper estimate)."""
+    return RULES_OVERHEAD_BYTES + BYTES_PER_BODY_BYTE * len(body)
+
+
+@dataclass
+class _SharedRules:
+    """One parsed body and the number of cached origins using it."""
+
+    body: bytes
+    rules: Any
+    users: int = 0
 
 
 class RuleSet(Protocol):
@@ -97,14 +124,23 @@ class RobotsCache:
         parse: Callable[[bytes], Any],
         *,
         memory_entries: int = 10_000,
+        memory_bytes: int = 64 * 2**20,
         on_event: Callable[[str], None] | None = None,
     ) -> None:
         if memory_entries < 1:
             raise ValueError(f"memory_entries must be positive, got {memory_entries}")
+        if memory_bytes < 1:
+            raise ValueError(f"memory_bytes must be positive, got {memory_bytes}")
         self.store = store
         self._parse = parse
         self.memory_entries = memory_entries
+        self.memory_bytes = memory_bytes
         self._lru: OrderedDict[str, CachedRobots] = OrderedDict()
+        #: Parsed rules by body digest: origins serving byte-identical robots.txt (the
+        #: subdomains of a hosting platform, mirrors) share one parse and one body.
+        self._shared: dict[bytes, _SharedRules] = {}
+        self._digest_of: dict[str, bytes] = {}  # origin in _lru -> its body digest
+        self.held_bytes = 0  # estimated RAM of _lru and _shared (see ORIGIN_BYTES)
         self._event = on_event or (lambda name: None)
 
     def __len__(self) -> int:
@@ -136,27 +172,54 @@ class RobotsCache:
     def put(self, origin: str, record: RobotsRecord) -> CachedRobots:
         """Persist ``record`` and return it parsed."""
         self.store.put_robots(origin, record)
-        previous = self._lru.get(origin)
-        if (
-            previous is not None
-            and previous.record.body == record.body
-            and previous.record.kind == record.kind
-        ):
-            cached = CachedRobots(record, previous.rules)  # same rules: skip re-parsing
-        else:
-            cached = self._build(record)
-        return self._remember(origin, cached)
+        return self._remember(origin, self._build(record))
+
+    @property
+    def distinct_rule_sets(self) -> int:
+        """Parsed robots.txt bodies in RAM (each shared by one or more origins)."""
+        return len(self._shared)
 
     def _build(self, record: RobotsRecord) -> CachedRobots:
         if record.kind == RobotsKind.RULES:
+            shared = self._shared.get(hashlib.sha1(record.body).digest())
+            if shared is not None:  # same body as a cached origin: no parse, one copy
+                self._event("shared_rules")
+                return CachedRobots(replace(record, body=shared.body), shared.rules)
             return CachedRobots(record, self._parse(record.body))
         if record.kind == RobotsKind.ALLOW_ALL:
             return CachedRobots(record, ALLOW_ALL)
         return CachedRobots(record, DISALLOW_ALL)
 
     def _remember(self, origin: str, cached: CachedRobots) -> CachedRobots:
+        if origin in self._lru:
+            self._forget(origin)
+        self.held_bytes += ORIGIN_BYTES
+        if cached.record.kind == RobotsKind.RULES:
+            body = cached.record.body
+            digest = hashlib.sha1(body).digest()
+            shared = self._shared.get(digest)
+            if shared is None:
+                shared = self._shared[digest] = _SharedRules(body, cached.rules)
+                self.held_bytes += estimated_rules_size(body)
+            shared.users += 1
+            self._digest_of[origin] = digest
         self._lru[origin] = cached
-        self._lru.move_to_end(origin)
-        while len(self._lru) > self.memory_entries:
-            self._lru.popitem(last=False)
+        # The newest entry always stays (its caller holds it anyway), even if alone it
+        # is over the byte bound.
+        while len(self._lru) > 1 and (
+            len(self._lru) > self.memory_entries or self.held_bytes > self.memory_bytes
+        ):
+            self._forget(next(iter(self._lru)))
+            self._event("evicted")
         return cached
+
+    def _forget(self, origin: str) -> None:
+        del self._lru[origin]
+        self.held_bytes -= ORIGIN_BYTES
+        digest = self._digest_of.pop(origin, None)
+        if digest is not None:
+            shared = self._shared[digest]
+            shared.users -= 1
+            if shared.users == 0:
+                del self._shared[digest]
+                self.held_bytes -= estimated_rules_size(shared.body)

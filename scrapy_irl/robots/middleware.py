@@ -100,6 +100,7 @@ class RobotsCacheMiddleware:
             self.store,
             self._parse,
             memory_entries=config.getint(settings, "IRL_ROBOTS_MEMORY_ENTRIES"),
+            memory_bytes=config.getint(settings, "IRL_ROBOTS_MEMORY_BYTES"),
             on_event=lambda name: self._inc(f"cache/{name}"),
         )
         self._fetching: dict[str, list[Deferred[CachedRobots | None]]] = {}
@@ -126,6 +127,7 @@ class RobotsCacheMiddleware:
             return
         self._closed = True
         self.stats.set_value(f"{STAT_PREFIX}/memory_entries", len(self.cache))
+        self.stats.set_value(f"{STAT_PREFIX}/memory_bytes", self.cache.held_bytes)
         _BY_CRAWLER.pop(id(self.crawler), None)
         self.store.release()
 

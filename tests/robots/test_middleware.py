@@ -245,6 +245,36 @@ def test_ram_is_bounded_by_the_lru(make):
     assert stat(mw, "irl_robots/cache/store_hit") >= 184
 
 
+def test_ram_is_bounded_by_bytes_for_huge_robots(make):
+    """A few huge robots.txt files must not fill RAM under the (large) count bound."""
+    huge = b"User-agent: *\nDisallow: /private/\n" + b"".join(
+        b"Disallow: /section-%06d/\n" % i for i in range(18_000)  # 468 KB: under IRL_ROBOTS_MAX_BYTES
+    )
+    # distinct bodies: identical ones would share one parse
+    bodies = [huge + b"Disallow: /only-h%02d/\n" % i for i in range(12)]
+    web = FakeWeb({f"http://h{i}.test/robots.txt": (200, bodies[i]) for i in range(12)})
+    limit = 3 * (512 + 2048 + 16 * len(bodies[0]))  # room for three parsed huge rule sets
+    mw = make(web, IRL_ROBOTS_MEMORY_BYTES=limit)
+    for i in range(12):
+        assert outcome(mw, f"http://h{i}.test/private/x") == "Forbidden by robots.txt"
+        assert mw.cache.held_bytes <= limit
+    assert len(mw.cache) == 3
+    assert stat(mw, "irl_robots/cache/evicted") == 9
+    for i in range(12):  # evicted rules come back from LevelDB and still apply
+        assert outcome(mw, f"http://h{i}.test/section-000123/") == "Forbidden by robots.txt"
+        assert outcome(mw, f"http://h{i}.test/public") == "allowed"
+    assert len(web.requested) == 12
+    assert mw.cache.held_bytes <= limit
+
+
+def test_one_entry_over_the_byte_bound_is_still_used(make):
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES), "http://b.test/robots.txt": (200, RULES)})
+    mw = make(web, IRL_ROBOTS_MEMORY_BYTES=1)
+    assert outcome(mw, "http://a.test/private/x") == "Forbidden by robots.txt"
+    assert outcome(mw, "http://b.test/private/x") == "Forbidden by robots.txt"
+    assert len(mw.cache) == 1  # only the newest is kept
+
+
 def test_crawl_delay_and_request_rate(make):
     web = FakeWeb(
         {
@@ -285,3 +315,39 @@ def test_store_shared_between_middlewares_of_a_process(make):
     assert not two.store.closed
     two._spider_closed()
     assert isinstance(two.store, HostStore) and two.store.closed
+
+
+def test_identical_bodies_share_one_parse(make):
+    """Subdomains serving one robots.txt cost one parsed rule set, not one each."""
+    body = b"User-agent: *\nDisallow: /private/\n" + b"".join(
+        b"Disallow: /section-%06d/\n" % i for i in range(5_000)
+    )
+    web = FakeWeb({f"http://u{i}.blog.test/robots.txt": (200, body) for i in range(50)})
+    web.answers["http://other.test/robots.txt"] = (200, RULES)
+    parses = []
+    mw = make(web)
+    parse = mw._parse
+    mw.cache._parse = lambda b: parses.append(len(b)) or parse(b)
+    for i in range(50):
+        assert outcome(mw, f"http://u{i}.blog.test/private/x") == "Forbidden by robots.txt"
+    assert outcome(mw, "http://other.test/private/x") == "Forbidden by robots.txt"
+    assert parses == [len(body), len(RULES)]
+    assert mw.cache.distinct_rule_sets == 2
+    assert stat(mw, "irl_robots/cache/shared_rules") == 49
+    single = 2048 + 16 * len(body)
+    assert mw.cache.held_bytes < single + 2048 + 16 * len(RULES) + 51 * 512 + 1
+
+
+def test_byte_accounting_returns_to_zero_after_evictions(make):
+    """Shared and private rule sets are released exactly once when their origins go."""
+    bodies = [b"User-agent: *\nDisallow: /p%d/\n" % (i % 3) for i in range(40)]
+    web = FakeWeb({f"http://h{i}.test/robots.txt": (200, bodies[i]) for i in range(40)})
+    mw = make(web, IRL_ROBOTS_MEMORY_ENTRIES=4)
+    for i in range(40):
+        assert outcome(mw, f"http://h{i}.test/p{i % 3}/x") == "Forbidden by robots.txt"
+        held = {mw.cache._digest_of[o] for o in mw.cache._lru}
+        expected = 512 * len(mw.cache) + sum(
+            2048 + 16 * len(mw.cache._shared[d].body) for d in held
+        )
+        assert mw.cache.held_bytes == expected
+        assert set(mw.cache._shared) == held
