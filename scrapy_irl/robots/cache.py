@@ -38,6 +38,11 @@ def estimated_rules_size(body: bytes) -> int:
     return RULES_OVERHEAD_BYTES + BYTES_PER_BODY_BYTE * len(body)
 
 
+def _digest(body: bytes) -> bytes:
+    """Identity of a robots.txt body for sharing its parse (not a security boundary)."""
+    return hashlib.sha1(body, usedforsecurity=False).digest()
+
+
 @dataclass
 class _SharedRules:
     """One parsed body and the number of cached origins using it."""
@@ -79,6 +84,7 @@ class CachedRobots:
 
     record: RobotsRecord
     rules: Any  # RuleSet; Any because Scrapy's RobotParser classes are not typed as one
+    digest: bytes | None = None  # of record.body, when the cache computed it already
 
     def allowed(self, url: str, user_agent: str | bytes) -> bool:
         return bool(self.rules.allowed(url, user_agent))
@@ -181,11 +187,12 @@ class RobotsCache:
 
     def _build(self, record: RobotsRecord) -> CachedRobots:
         if record.kind == RobotsKind.RULES:
-            shared = self._shared.get(hashlib.sha1(record.body).digest())
+            digest = _digest(record.body)
+            shared = self._shared.get(digest)
             if shared is not None:  # same body as a cached origin: no parse, one copy
                 self._event("shared_rules")
-                return CachedRobots(replace(record, body=shared.body), shared.rules)
-            return CachedRobots(record, self._parse(record.body))
+                return CachedRobots(replace(record, body=shared.body), shared.rules, digest)
+            return CachedRobots(record, self._parse(record.body), digest)
         if record.kind == RobotsKind.ALLOW_ALL:
             return CachedRobots(record, ALLOW_ALL)
         return CachedRobots(record, DISALLOW_ALL)
@@ -196,7 +203,7 @@ class RobotsCache:
         self.held_bytes += ORIGIN_BYTES
         if cached.record.kind == RobotsKind.RULES:
             body = cached.record.body
-            digest = hashlib.sha1(body).digest()
+            digest = cached.digest or _digest(body)
             shared = self._shared.get(digest)
             if shared is None:
                 shared = self._shared[digest] = _SharedRules(body, cached.rules)
