@@ -88,7 +88,10 @@ def run(name: str, settings: dict, args: argparse.Namespace, tau_h: float, tau_s
     # sampled by the IRL scheduler (IRL_IDLE_SAMPLE_INTERVAL); stock has no such meter
     result["idle_while_due"] = stats.get("irl_sched/idle/idle_while_due_share")
     result["stalled_while_due"] = stats.get("irl_sched/idle/stalled_share")
-    result["peak_rss_mib"] = round(stats.get("memusage/max", 0) / 2**20, 1)
+    # the crawl process's own VmHWM: memusage/max also counts the RSS this parent had
+    # when it spawned the crawl (see simweb_spider.peak_rss_bytes)
+    peak = stats.get("process/peak_rss_bytes") or stats.get("memusage/max", 0)
+    result["peak_rss_mib"] = round(peak / 2**20, 1)
     result["wall_s"] = round(wall, 1)
     result["finish_reason"] = stats.get("finish_reason")
     return result

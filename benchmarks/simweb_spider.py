@@ -84,8 +84,29 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in crawler.stats.get_stats().items()
         if isinstance(v, (int, float, str))
     }
+    peak = peak_rss_bytes()
+    if peak is not None:
+        stats["process/peak_rss_bytes"] = peak
     print("STATS " + json.dumps(stats, sort_keys=True), flush=True)
     return 0
+
+
+def peak_rss_bytes() -> int | None:
+    """This process's own peak RSS (Linux VmHWM), or None elsewhere.
+
+    Scrapy's ``memusage/max`` comes from ``getrusage`` ``ru_maxrss``, which on Linux keeps
+    the RSS the parent had when it forked this process: a benchmark parent that has just
+    judged a large crawl log passes its size on. VmHWM belongs to the memory map that
+    ``exec`` created, so it counts only this crawl.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 if __name__ == "__main__":
