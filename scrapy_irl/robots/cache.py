@@ -84,7 +84,7 @@ class CachedRobots:
 
     record: RobotsRecord
     rules: Any  # RuleSet; Any because Scrapy's RobotParser classes are not typed as one
-    digest: bytes | None = None  # of record.body, when the cache computed it already
+    digest: bytes | None = None  # of record.body for RULES records built by the cache
 
     def allowed(self, url: str, user_agent: str | bytes) -> bool:
         return bool(self.rules.allowed(url, user_agent))
@@ -145,7 +145,6 @@ class RobotsCache:
         #: Parsed rules by body digest: origins serving byte-identical robots.txt (the
         #: subdomains of a hosting platform, mirrors) share one parse and one body.
         self._shared: dict[bytes, _SharedRules] = {}
-        self._digest_of: dict[str, bytes] = {}  # origin in _lru -> its body digest
         self.held_bytes = 0  # estimated RAM of _lru and _shared (see ORIGIN_BYTES)
         self._event = on_event or (lambda name: None)
 
@@ -201,15 +200,13 @@ class RobotsCache:
         if origin in self._lru:
             self._forget(origin)
         self.held_bytes += ORIGIN_BYTES
-        if cached.record.kind == RobotsKind.RULES:
-            body = cached.record.body
-            digest = cached.digest or _digest(body)
-            shared = self._shared.get(digest)
+        if cached.digest is not None:  # RULES (see _build): count its body once
+            shared = self._shared.get(cached.digest)
             if shared is None:
-                shared = self._shared[digest] = _SharedRules(body, cached.rules)
+                body = cached.record.body
+                shared = self._shared[cached.digest] = _SharedRules(body, cached.rules)
                 self.held_bytes += estimated_rules_size(body)
             shared.users += 1
-            self._digest_of[origin] = digest
         self._lru[origin] = cached
         # The newest entry always stays (its caller holds it anyway), even if alone it
         # is over the byte bound.
@@ -221,9 +218,8 @@ class RobotsCache:
         return cached
 
     def _forget(self, origin: str) -> None:
-        del self._lru[origin]
+        digest = self._lru.pop(origin).digest
         self.held_bytes -= ORIGIN_BYTES
-        digest = self._digest_of.pop(origin, None)
         if digest is not None:
             shared = self._shared[digest]
             shared.users -= 1

@@ -345,7 +345,7 @@ def test_byte_accounting_returns_to_zero_after_evictions(make):
     mw = make(web, IRL_ROBOTS_MEMORY_ENTRIES=4)
     for i in range(40):
         assert outcome(mw, f"http://h{i}.test/p{i % 3}/x") == "Forbidden by robots.txt"
-        held = {mw.cache._digest_of[o] for o in mw.cache._lru}
+        held = {cached.digest for cached in mw.cache._lru.values()}
         expected = 512 * len(mw.cache) + sum(
             2048 + 16 * len(mw.cache._shared[d].body) for d in held
         )
