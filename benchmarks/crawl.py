@@ -3,6 +3,7 @@
 
     python benchmarks/crawl.py                         # default web, 120 s per crawl
     python benchmarks/crawl.py --seconds 60 --size small --json
+    python benchmarks/crawl.py --seed 7 --only irl       # another web of the same size
 
 Runs, one after the other, each with a fresh simweb server process (same seed and size)
 and the same CONCURRENT_REQUESTS:
@@ -73,7 +74,7 @@ def run(name: str, settings: dict, args: argparse.Namespace, tau_h: float, tau_s
         tmp = Path(tmp_name)
         full = {**settings, "CONCURRENT_REQUESTS": args.concurrency, "CLOSESPIDER_TIMEOUT": args.seconds,
                 "IRL_HOSTS_DIR": str(tmp / "hosts")}  # fmt: skip
-        with simweb_server(tmp, size=args.size, duration=args.seconds + 300) as (cfg, log):
+        with simweb_server(tmp, size=args.size, duration=args.seconds + 300, seed=args.seed) as (cfg, log):
             started = time.monotonic()
             stats, stderr = crawl(cfg, full, timeout=args.seconds + 240)
             wall = time.monotonic() - started
@@ -101,6 +102,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=int, default=120, help="CLOSESPIDER_TIMEOUT of each crawl")
     p.add_argument("--size", default="default")
+    p.add_argument("--seed", type=int, default=1, help="the simweb's seed (another web, same size)")
     p.add_argument("--concurrency", type=int, default=64, help="CONCURRENT_REQUESTS of every run")
     p.add_argument("--only", nargs="*", help="runs to do (stock, irl, irl-relaxed)")
     p.add_argument("--keep", help="save each crawl's log, request log and web config here")
@@ -113,7 +115,7 @@ def main() -> int:
     if args.json:
         print(json.dumps({"command": " ".join(sys.argv), "results": results}, indent=1, default=str))
         return 0
-    print(f"simweb size={args.size}, {args.seconds} s per crawl, CONCURRENT_REQUESTS={args.concurrency}; "
+    print(f"simweb size={args.size}, seed={args.seed}, {args.seconds} s per crawl, CONCURRENT_REQUESTS={args.concurrency}; "
           f"judged at tau_h={tau_h} s, tau_s={tau_s} s\n")  # fmt: skip
     print(f"{'':32}" + "".join(f"{n:>13}" for n in results))
     for label, key in ROWS:

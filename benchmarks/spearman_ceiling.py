@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How high can Spearman(PLD in-degree, pages) go on a simweb, at a crawl's page count?
+"""How high can Spearman(PLD in-degree, pages) and top-N coverage go on a simweb?
 
     python benchmarks/spearman_ceiling.py RUN.requests.log   # a log kept by crawl.py --keep
 
@@ -107,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--user-agent", default="*")
     parser.add_argument("--budget-base", type=float, default=10.0)
     parser.add_argument("--budget-per-degree", type=float, default=10.0)
+    parser.add_argument("--top", type=int, default=50, help="the judge's top-N coverage")
+    parser.add_argument("--min-pages", type=int, default=10)
     args = parser.parse_args(argv)
     config, _ = read_log(args.log)
     if config is None:
@@ -149,7 +151,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'allocation':44s} {'rho all':>8s} {'rho legit':>10s} {'spam pages':>11s}")
     for name, (rho_all, rho_legit, spam) in rows:
         print(f"{name:44s} {rho_all:>8s} {rho_legit:>10s} {spam:>11s}")
+    print()
+    print(top_coverage_ceiling(web, allowed, crawl, args.top, args.min_pages))
     return 0
+
+
+def top_coverage_ceiling(web: Web, allowed: Sequence[int], crawl: Sequence[int], top: int,
+                         min_pages: int) -> str:  # fmt: skip
+    """The judge's top-N coverage next to what robots.txt and the spam farm leave possible.
+
+    The top N PLDs are ranked as the judge ranks them (true in-degree, then name). A PLD
+    whose robots.txt allows fewer than ``min_pages`` pages cannot be covered by a polite
+    crawler (an upper bound: allowed pages may also be unreachable), and covering a spam
+    PLD costs spam requests.
+    """
+    degree = web.in_degree
+    ranked = sorted(range(len(web.plds)), key=lambda i: (-degree[i], web.plds[i].name))[:top]
+    kinds = Counter(web.plds[i].kind for i in ranked)
+    blocked = [web.plds[i].name for i in ranked
+               if web.plds[i].kind == "legit" and allowed[i] < min_pages]  # fmt: skip
+    covered = sum(1 for i in ranked if crawl[i] >= min_pages)
+    covered_spam = sum(1 for i in ranked if crawl[i] >= min_pages and web.plds[i].kind == "spam")
+    possible = len(ranked) - len(blocked) - kinds["spam"]
+    return (
+        f"top-{top} PLDs with >= {min_pages} pages: this crawl {covered}/{len(ranked)} "
+        f"({covered_spam} of them spam); {kinds['spam']} of the top {top} are spam PLDs and "
+        f"{len(blocked)} legitimate ones allow fewer than {min_pages} pages in robots.txt "
+        f"({', '.join(blocked) or 'none'}), so at most {possible}/{len(ranked)} "
+        f"({possible / len(ranked):.0%}) can be covered without crawling spam"
+    )
 
 
 if __name__ == "__main__":

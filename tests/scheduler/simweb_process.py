@@ -20,10 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager
-def simweb_server(tmp: Path, size: str = "tiny", duration: int = 600) -> Iterator[tuple[Path, Path]]:
+def simweb_server(
+    tmp: Path, size: str = "tiny", duration: int = 600, seed: int = 1
+) -> Iterator[tuple[Path, Path]]:
     cfg, log = tmp / "web.json", tmp / "requests.log"
     server = subprocess.Popen(
-        [sys.executable, "-m", "scrapy_irl.simweb", "--size", size, "--port", "0", "--quiet",
+        [sys.executable, "-m", "scrapy_irl.simweb", "--size", size, "--seed", str(seed), "--port", "0", "--quiet",
          "--log", str(log), "--config-out", str(cfg), "--duration", str(duration)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from benchmarks.spearman_ceiling import allowed_pages, crawled_pages, ideal, main
+from benchmarks.spearman_ceiling import (
+    allowed_pages,
+    crawled_pages,
+    ideal,
+    main,
+    top_coverage_ceiling,
+)
 from scrapy_irl.simweb.config import WebConfig
 from scrapy_irl.simweb.log import LogRecord, RequestLog
 from scrapy_irl.simweb.model import web_for
@@ -65,3 +71,23 @@ def test_crawl_pages_counted_like_the_judge_and_report_printed(tmp_path, capsys)
     assert main([str(tmp_path / "run.log")]) == 0
     out = capsys.readouterr().out
     assert "2 pages over" in out and "ideal, linear in d_x, no spam" in out
+
+
+def test_top_coverage_ceiling_counts_spam_and_robots_blocked_plds():
+    web = _web()
+    allowed = allowed_pages(web, "*")
+    degree = web.in_degree
+    ranked = sorted(range(len(web.plds)), key=lambda i: (-degree[i], web.plds[i].name))[:10]
+    spam = sum(1 for i in ranked if web.plds[i].kind == "spam")
+    blocked = [i for i in ranked if web.plds[i].kind == "legit" and allowed[i] < 10]
+    crawl = [0] * len(web.plds)
+    crawl[ranked[0]] = 10  # one covered PLD, and one short of the threshold
+    crawl[ranked[1]] = 9
+    line = top_coverage_ceiling(web, allowed, crawl, 10, 10)
+    possible = 10 - spam - len(blocked)
+    assert f"this crawl 1/10 ({int(web.plds[ranked[0]].kind == 'spam')} of them spam)" in line
+    assert f"{spam} of the top 10 are spam PLDs" in line
+    assert f"{len(blocked)} legitimate ones" in line
+    assert f"at most {possible}/10" in line
+    for i in blocked:
+        assert web.plds[i].name in line
