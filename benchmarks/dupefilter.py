@@ -3,6 +3,7 @@
 
     python benchmarks/dupefilter.py                 # N = 1M and 10M, prints a table
     python benchmarks/dupefilter.py --sizes 1000000 --repeat 3
+    python benchmarks/dupefilter.py --interleave 1000000   # sync path vs stock, one process
 
 Every measurement runs in a fresh subprocess (a clean RSS baseline) over the same
 synthetic request stream: N URLs over a Zipf-distributed population of hosts with ~70-byte
@@ -18,6 +19,12 @@ Modes:
   drum-keys   Drum.submit of precomputed uint64 keys (no aux): pure DRUM keys/s
 Requests/s include building the Request and its fingerprint (except drum-keys).
 RSS growth per unique URL = (RSS after the stream - RSS before it) / unique URLs.
+
+``--interleave N`` measures the synchronous path's speed alone, with less noise: one process
+runs null, stock and drum-sync over the same stream in chunks of 2 000 URLs, each mode with
+its own fresh ``Request`` objects, the order of the modes rotating from chunk to chunk, so
+load from other processes and the machine's speed drift hit every mode alike. It prints
+microseconds per request and each mode's ratio to stock.
 """
 
 from __future__ import annotations
@@ -189,6 +196,58 @@ def run_one(mode: str, n: int) -> dict:
     return result
 
 
+def interleaved(n: int, chunk: int = 2_000) -> tuple[dict[str, float], dict[str, int]]:
+    """Seconds per request of null, stock and drum-sync, measured chunk by chunk in turn.
+
+    Also returns the new URLs stock and drum-sync each reported: they must agree.
+    """
+    from scrapy import Request
+    from scrapy.dupefilters import RFPDupeFilter
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_irl.dupefilter import DrumDupeFilter
+
+    crawler = get_crawler(settings_dict={"IRL_DRUM_FSYNC": False})
+    fingerprint = crawler.request_fingerprinter.fingerprint
+    drum = DrumDupeFilter.from_crawler(crawler)
+    modes = {
+        "null": fingerprint,
+        "stock": RFPDupeFilter.from_crawler(crawler).request_seen,
+        "drum-sync": drum.request_seen,
+    }
+    names = list(modes)
+    spent = dict.fromkeys(names, 0.0)
+    unique = dict.fromkeys(names[1:], 0)
+    urls = stream(n)
+    rotation = 0
+    clock = time.perf_counter
+    while True:
+        batch = [url for _, url in zip(range(chunk), urls)]
+        if not batch:
+            break
+        order = names[rotation:] + names[:rotation]
+        rotation = (rotation + 1) % len(names)
+        for name in order:
+            call = modes[name]
+            requests = [Request(url) for url in batch]  # fresh: no cached fingerprints
+            start = clock()
+            answers = [call(request) for request in requests]
+            spent[name] += clock() - start
+            if name in unique:
+                unique[name] += answers.count(False)
+    drum.close("finished")
+    return {name: seconds / n for name, seconds in spent.items()}, unique
+
+
+def _print_interleaved(n: int, per_request: dict[str, float], unique: dict[str, int]) -> None:
+    print(f"\nmachine: {os.cpu_count()} cores; python {sys.version.split()[0]}; N = {n:,d},"
+          f" one process, modes interleaved in chunks of 2 000; new URLs {unique}")
+    print(f"{'mode':10} {'us/request':>10} {'req/s':>9} {'vs stock':>8}")
+    for name, seconds in per_request.items():
+        print(f"{name:10} {seconds * 1e6:>10.2f} {1 / seconds:>9,.0f} "
+              f"{per_request['stock'] / seconds:>8.3f}")
+
+
 def _drum_io(drum, n: int, aux_per_tuple: float) -> dict:
     s = drum.stats
     return {
@@ -233,8 +292,13 @@ def main() -> int:
     parser.add_argument("--modes", nargs="+",
                         default=["null", "stock", "drum-sync", "drum-batch", "drum-keys"])
     parser.add_argument("--json", help="also write raw results to this file")
+    parser.add_argument("--interleave", type=int, metavar="N",
+                        help="only null/stock/drum-sync over N URLs in one process (see above)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.interleave:
+        _print_interleaved(args.interleave, *interleaved(args.interleave))
+        return 0
     if args.child:
         print(json.dumps(run_one(args.child[0], int(args.child[1]))))
         return 0
