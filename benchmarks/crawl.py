@@ -98,6 +98,16 @@ def run(name: str, settings: dict, args: argparse.Namespace, tau_h: float, tau_s
     return result
 
 
+def _setting(item: str, parser: argparse.ArgumentParser) -> tuple[str, object]:
+    name, sep, text = item.partition("=")
+    if not sep or not name:
+        parser.error(f"--set needs NAME=VALUE, got {item!r}")
+    try:
+        return name, json.loads(text)
+    except ValueError:
+        return name, text
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=int, default=120, help="CLOSESPIDER_TIMEOUT of each crawl")
@@ -107,16 +117,20 @@ def main() -> int:
     p.add_argument("--only", nargs="*", help="runs to do (stock, irl, irl-relaxed)")
     p.add_argument("--keep", help="save each crawl's log, request log and web config here")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a setting for the irl runs (VALUE parsed as JSON if it can be), repeatable")
     args = p.parse_args()
+    extra = dict(_setting(item, p) for item in args.set)
     tau_h, tau_s = IRL["IRL_HOST_DELAY_MIN"], IRL["IRL_IP_DELAY_MIN"]
-    plan = {"stock": {**BROAD_CRAWL, "CONCURRENT_REQUESTS": args.concurrency}, "irl": IRL, "irl-relaxed": RELAXED}
+    plan = {"stock": {**BROAD_CRAWL, "CONCURRENT_REQUESTS": args.concurrency}, "irl": {**IRL, **extra},
+            "irl-relaxed": {**RELAXED, **extra}}  # fmt: skip
     results = {name: run(name, settings, args, tau_h, tau_s) for name, settings in plan.items()
                if not args.only or name in args.only}  # fmt: skip
     if args.json:
         print(json.dumps({"command": " ".join(sys.argv), "results": results}, indent=1, default=str))
         return 0
     print(f"simweb size={args.size}, seed={args.seed}, {args.seconds} s per crawl, CONCURRENT_REQUESTS={args.concurrency}; "
-          f"judged at tau_h={tau_h} s, tau_s={tau_s} s\n")  # fmt: skip
+          f"judged at tau_h={tau_h} s, tau_s={tau_s} s" + (f"; irl settings {extra}" if extra else "") + "\n")  # fmt: skip
     print(f"{'':32}" + "".join(f"{n:>13}" for n in results))
     for label, key in ROWS:
         print(f"{label:32}" + "".join(f"{results[n].get(key)!s:>13}" for n in results))
