@@ -126,6 +126,14 @@ class DrumDupeFilter(BaseDupeFilter):
             key = key_of(fingerprint)  # raises ValueError: under 8 bytes
         return self._check_update(key)
 
+    def request_fingerprint(self, request: Request) -> str:
+        """The request's fingerprint as hex, as ``RFPDupeFilter.request_fingerprint`` gives it.
+
+        For code written against the stock filter's public API; the filter itself keys
+        URLseen by the fingerprint's first 8 bytes and never calls this.
+        """
+        return self._fingerprint(request).hex()
+
     def open(self) -> None:
         # Bounds the crash window: RAM buffers reach the bucket files at least this often
         # even when no requests arrive to trigger the check on the append path.

@@ -41,6 +41,25 @@ def test_filters_duplicates_by_fingerprint():
         df.close("finished")
 
 
+def test_request_fingerprint_matches_the_stock_filter():
+    from scrapy.dupefilters import RFPDupeFilter
+
+    df = make_filter()
+    crawler = get_crawler(settings_dict={})
+    stock = RFPDupeFilter.from_crawler(crawler)
+    try:
+        for url in ("http://a.example/x?b=2&a=1", "http://a.example/x?a=1&b=2#f", "http://b.example/"):
+            request = Request(url)
+            assert df.request_fingerprint(request) == stock.request_fingerprint(request)
+            assert len(df.request_fingerprint(request)) == 40  # SHA-1 hex of the default fingerprinter
+        assert df.request_fingerprint(Request("http://a.example/x?b=2&a=1")) != df.request_fingerprint(
+            Request("http://a.example/x?b=2&a=1", method="POST")
+        )
+    finally:
+        df.close("finished")
+        stock.close("finished")
+
+
 def test_without_jobdir_uses_a_temporary_store_removed_at_close():
     df = make_filter()
     path = df.path
