@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from scrapy_irl.simweb.log import read_log  # noqa: E402
 from scrapy_irl.simweb.model import Web, web_for  # noqa: E402
-from scrapy_irl.simweb.report import ROBOTS_PATH, spearman  # noqa: E402
+from scrapy_irl.simweb.report import ROBOTS_PATH, spearman, top_plds  # noqa: E402
 from scrapy_irl.simweb.robots_truth import RobotsTruth  # noqa: E402
 
 UNBOUNDED = 1 << 40
@@ -165,8 +165,7 @@ def top_coverage_ceiling(web: Web, allowed: Sequence[int], crawl: Sequence[int],
     crawler (an upper bound: allowed pages may also be unreachable), and covering a spam
     PLD costs spam requests.
     """
-    degree = web.in_degree
-    ranked = sorted(range(len(web.plds)), key=lambda i: (-degree[i], web.plds[i].name))[:top]
+    ranked = top_plds(web, top)
     kinds = Counter(web.plds[i].kind for i in ranked)
     blocked = [web.plds[i].name for i in ranked
                if web.plds[i].kind == "legit" and allowed[i] < min_pages]  # fmt: skip

@@ -149,9 +149,7 @@ def judge(
     min_gap_ip, broke_s = _gaps(ip_times, tau_s)
     degree = web.in_degree
     per_pld = [pages_per_pld.get(p.index, 0) for p in web.plds]
-    ranked = sorted(range(len(web.plds)), key=lambda i: (-degree[i], web.plds[i].name))[
-        :top
-    ]
+    ranked = top_plds(web, top)
     covered = sum(1 for i in ranked if per_pld[i] >= min_pages)
     span = records[-1].start - records[0].start if n > 1 else 0.0
     pages_by_kind: Counter[str] = Counter()
@@ -193,6 +191,12 @@ def judge(
         "min_pages": min_pages,
         "top_coverage": _share(covered, len(ranked)),
     }
+
+
+def top_plds(web: Web, top: int) -> list[int]:
+    """Indexes of the ``top`` PLDs with the highest true in-degree (ties by name)."""
+    degree = web.in_degree
+    return sorted(range(len(web.plds)), key=lambda i: (-degree[i], web.plds[i].name))[:top]
 
 
 def _share(a: int, b: int) -> float:

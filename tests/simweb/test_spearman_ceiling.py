@@ -12,6 +12,7 @@ from benchmarks.spearman_ceiling import (
 from scrapy_irl.simweb.config import WebConfig
 from scrapy_irl.simweb.log import LogRecord, RequestLog
 from scrapy_irl.simweb.model import web_for
+from scrapy_irl.simweb.report import top_plds
 
 
 def _web():
@@ -76,8 +77,7 @@ def test_crawl_pages_counted_like_the_judge_and_report_printed(tmp_path, capsys)
 def test_top_coverage_ceiling_counts_spam_and_robots_blocked_plds():
     web = _web()
     allowed = allowed_pages(web, "*")
-    degree = web.in_degree
-    ranked = sorted(range(len(web.plds)), key=lambda i: (-degree[i], web.plds[i].name))[:10]
+    ranked = top_plds(web, 10)
     spam = sum(1 for i in ranked if web.plds[i].kind == "spam")
     blocked = [i for i in ranked if web.plds[i].kind == "legit" and allowed[i] < 10]
     crawl = [0] * len(web.plds)
