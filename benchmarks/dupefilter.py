@@ -12,17 +12,21 @@ URLs with a popularity skew. URLs are computed from their index, so the generato
 holds no per-URL state and does not pollute the RSS numbers.
 
 Modes:
-  null        generate URL + Request + fingerprint only: the floor every mode pays
+  null        generate URL + Request + Scrapy's fingerprint only: stock's floor
   stock       scrapy.dupefilters.RFPDupeFilter.request_seen (no JOBDIR: in-memory set)
-  drum-sync   scrapy_irl DrumDupeFilter.request_seen (temporary store, fsync off)
-  drum-batch  URLSeen.submit_many(keys from the fingerprinter, aux = URL) + merges
+  drum-sync   scrapy_irl DrumDupeFilter.request_seen (temporary store, fsync off), with
+              the byte-identical fingerprint shortcut it uses by default
+              (scrapy_irl.fingerprint, IRL_FAST_FINGERPRINT)
+  drum-batch  URLSeen.submit_many(keys fingerprinted as the IRL scheduler does, aux = URL)
+              + merges
   drum-keys   Drum.submit of precomputed uint64 keys (no aux): pure DRUM keys/s
 Requests/s include building the Request and its fingerprint (except drum-keys).
 RSS growth per unique URL = (RSS after the stream - RSS before it) / unique URLs.
 
 ``--interleave N`` measures the synchronous path's speed alone, with less noise: one process
-runs null, stock and drum-sync over the same stream in chunks of 2 000 URLs, each mode with
-its own fresh ``Request`` objects, the order of the modes rotating from chunk to chunk, so
+runs null, stock, drum-sync and drum-scrapyfp (drum-sync calling Scrapy's fingerprinter as
+is, IRL_FAST_FINGERPRINT off: DRUM's own cost) over the same stream in chunks of 2 000
+URLs, each mode with its own fresh ``Request`` objects, the order of the modes rotating from chunk to chunk, so
 load from other processes and the machine's speed drift hit every mode alike. It prints
 microseconds per request and each mode's ratio to stock.
 """
@@ -136,6 +140,9 @@ def run_one(mode: str, n: int) -> dict:
         def on_unique(epoch: int, aux: list[bytes]) -> None:
             counted[0] += len(aux)
 
+        from scrapy_irl.fingerprint import fingerprint_function_for
+
+        fingerprint = fingerprint_function_for(crawler)
         seen = URLSeen(workdir, fsync=False, bucket_bytes=32 << 20, buffer_bytes=256 << 10,
                        on_unique=on_unique)
         rss0 = _rss()
@@ -197,9 +204,11 @@ def run_one(mode: str, n: int) -> dict:
 
 
 def interleaved(n: int, chunk: int = 2_000) -> tuple[dict[str, float], dict[str, int]]:
-    """Seconds per request of null, stock and drum-sync, measured chunk by chunk in turn.
+    """Seconds per request of each mode, measured chunk by chunk in turn.
 
-    Also returns the new URLs stock and drum-sync each reported: they must agree.
+    Modes: null (Scrapy's fingerprint only), stock, drum-sync (as a crawl configures it:
+    with scrapy_irl.fingerprint's shortcut) and drum-scrapyfp (IRL_FAST_FINGERPRINT off).
+    Also returns the new URLs each filter reported: they must agree.
     """
     from scrapy import Request
     from scrapy.dupefilters import RFPDupeFilter
@@ -210,10 +219,15 @@ def interleaved(n: int, chunk: int = 2_000) -> tuple[dict[str, float], dict[str,
     crawler = get_crawler(settings_dict={"IRL_DRUM_FSYNC": False})
     fingerprint = crawler.request_fingerprinter.fingerprint
     drum = DrumDupeFilter.from_crawler(crawler)
+    # The same filter calling the crawler's fingerprinter as is: DRUM's own cost alone.
+    drum_scrapy_fp = DrumDupeFilter.from_crawler(
+        get_crawler(settings_dict={"IRL_DRUM_FSYNC": False, "IRL_FAST_FINGERPRINT": False})
+    )
     modes = {
         "null": fingerprint,
         "stock": RFPDupeFilter.from_crawler(crawler).request_seen,
         "drum-sync": drum.request_seen,
+        "drum-scrapyfp": drum_scrapy_fp.request_seen,
     }
     names = list(modes)
     spent = dict.fromkeys(names, 0.0)
@@ -236,15 +250,16 @@ def interleaved(n: int, chunk: int = 2_000) -> tuple[dict[str, float], dict[str,
             if name in unique:
                 unique[name] += answers.count(False)
     drum.close("finished")
+    drum_scrapy_fp.close("finished")
     return {name: seconds / n for name, seconds in spent.items()}, unique
 
 
 def _print_interleaved(n: int, per_request: dict[str, float], unique: dict[str, int]) -> None:
     print(f"\nmachine: {os.cpu_count()} cores; python {sys.version.split()[0]}; N = {n:,d},"
           f" one process, modes interleaved in chunks of 2 000; new URLs {unique}")
-    print(f"{'mode':10} {'us/request':>10} {'req/s':>9} {'vs stock':>8}")
+    print(f"{'mode':13} {'us/request':>10} {'req/s':>9} {'vs stock':>8}")
     for name, seconds in per_request.items():
-        print(f"{name:10} {seconds * 1e6:>10.2f} {1 / seconds:>9,.0f} "
+        print(f"{name:13} {seconds * 1e6:>10.2f} {1 / seconds:>9,.0f} "
               f"{per_request['stock'] / seconds:>8.3f}")
 
 
@@ -293,7 +308,7 @@ def main() -> int:
                         default=["null", "stock", "drum-sync", "drum-batch", "drum-keys"])
     parser.add_argument("--json", help="also write raw results to this file")
     parser.add_argument("--interleave", type=int, metavar="N",
-                        help="only null/stock/drum-sync over N URLs in one process (see above)")
+                        help="only the synchronous modes over N URLs in one process (see above)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.interleave:

@@ -18,6 +18,7 @@ import logging
 import shutil
 import struct
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from scrapy.utils.request import referer_str
 from twisted.internet import task
 
 from scrapy_irl import config
+from scrapy_irl.fingerprint import fingerprint_function_for
 from scrapy_irl.urlseen import URLSeen, key_of, unpack_key
 
 _key_of = unpack_key
@@ -59,6 +61,7 @@ class DrumDupeFilter(BaseDupeFilter):
         flush_interval: float = 1.0,
         fsync: bool = True,
         verify_on_open: bool = True,
+        fingerprint: Callable[[Request], bytes] | None = None,
     ) -> None:
         self.path = path
         self.temporary = temporary
@@ -79,7 +82,9 @@ class DrumDupeFilter(BaseDupeFilter):
         )
         self._drum = self.urlseen.drum
         # Bound once: request_seen runs per request, so no attribute chains there.
-        self._fingerprint = fingerprinter.fingerprint
+        # fingerprint: the caller's choice of function (scrapy_irl.fingerprint's shortcut
+        # when from_crawler finds it identical); by default the fingerprinter's own.
+        self._fingerprint = fingerprint or fingerprinter.fingerprint
         self._check_update = self._drum.check_update_sync
         self._timer: task.LoopingCall | None = None
         if len(self.urlseen) or self.urlseen.pending:
@@ -105,6 +110,7 @@ class DrumDupeFilter(BaseDupeFilter):
             path,
             temporary=temporary,
             fingerprinter=crawler.request_fingerprinter,
+            fingerprint=fingerprint_function_for(crawler),
             stats=crawler.stats,
             debug=settings.getbool("DUPEFILTER_DEBUG"),
             buckets=config.getint(settings, "IRL_URLSEEN_BUCKETS"),

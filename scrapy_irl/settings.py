@@ -27,6 +27,10 @@ IRL_URLSEEN_BUFFER_BYTES = 64 * 1024
 IRL_URLSEEN_BUCKET_BYTES = 128 * 1024
 # Delta: bytes of Z read per chunk during a merge.
 IRL_URLSEEN_MERGE_CHUNK_BYTES = 4 * 1024 * 1024
+# Fingerprint requests with scrapy_irl.fingerprint's byte-identical shortcut of Scrapy's
+# default fingerprint (used only when the crawler's fingerprinter is the stock one, checked
+# at start-up, and not with HTTPCACHE_ENABLED); False calls the fingerprinter as is.
+IRL_FAST_FINGERPRINT = True
 
 # --- Host store (LevelDB: robots.txt and DNS records, kept across runs) --------------------
 # Directory of the host store; empty means JOBDIR/irl/hosts, or the project's

@@ -33,6 +33,7 @@ from twisted.internet import task
 
 from scrapy_irl import config
 from scrapy_irl.drum import CHECK, Drum
+from scrapy_irl.fingerprint import fingerprint_function_for
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import hosts_dir
 from scrapy_irl.hosts.records import RobotsKind
@@ -167,6 +168,8 @@ class IrlScheduler:
     # -- lifecycle -------------------------------------------------------------------------
     def open(self, spider: Spider) -> None:
         from scrapy_irl.scheduler.pipeline import build_star_and_beast
+
+        self._fingerprint = fingerprint_function_for(self.crawler)
 
         self.spider = spider
         self.codec = RequestCodec(spider)
@@ -325,7 +328,7 @@ class IrlScheduler:
         if request.dont_filter:
             # Not filtered, but remembered: a later ordinary link to it is a duplicate.
             self.counts["dont_filter"] += 1
-            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+            fingerprint = self._fingerprint(request)
             self.urlseen.update(key_of(fingerprint))
             self._route(request, host)
             return True
@@ -335,7 +338,7 @@ class IrlScheduler:
             self.stats.inc_value("scheduler/unserializable")
             self._route(request, host)  # kept in RAM, like Scrapy's scheduler does
             return True
-        fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+        fingerprint = self._fingerprint(request)
         self.urlseen.check_update(key_of(fingerprint), None, record)
         return True
 
