@@ -11,8 +11,9 @@ three JSON strings, so :func:`default_fingerprint` writes it directly and hashes
 :func:`fingerprint_function` hands a caller this shortcut only when the crawler's
 fingerprinter is Scrapy's own ``RequestFingerprinter`` with its stock function, and only
 after checking, at start-up, that both give identical bytes on a set of probe requests
-(methods, bodies, fragments, non-ASCII, ``verbatim_url``); otherwise, and when
-``IRL_FAST_FINGERPRINT`` is off, the caller gets ``fingerprinter.fingerprint`` itself.
+(methods, bodies, fragments, non-ASCII, ``verbatim_url``, which recent Scrapy releases honour
+and older ones ignore: the variant matching the installed Scrapy is chosen); otherwise,
+and when ``IRL_FAST_FINGERPRINT`` is off, the caller gets ``fingerprinter.fingerprint``.
 The one behaviour not kept is the memo: a later component that fingerprints the same
 ``Request`` object (Scrapy's HTTP cache does) computes it again, so the shortcut is also
 left off when ``HTTPCACHE_ENABLED`` is set.
@@ -49,6 +50,15 @@ def default_fingerprint(request: Request) -> bytes:
     url = request.url
     if not request.meta.get("verbatim_url"):
         url = canonicalize_url(url)
+    return _hash_frame(request, url)
+
+
+def canonical_url_fingerprint(request: Request) -> bytes:
+    """:func:`default_fingerprint` for Scrapy releases that ignore ``verbatim_url``."""
+    return _hash_frame(request, canonicalize_url(request.url))
+
+
+def _hash_frame(request: Request, url: str) -> bytes:
     body = request.body
     # json.dumps({"method", "url", "body", "headers": {}}, sort_keys=True), written out.
     text = (
@@ -79,11 +89,12 @@ def _probe_requests() -> list[Request]:
     ]
 
 
-def _agrees(fingerprint: Callable[[Request], bytes]) -> bool:
+def _agrees(
+    fingerprint: Callable[[Request], bytes], shortcut: Callable[[Request], bytes]
+) -> bool:
     for probe in _probe_requests():
         # Fresh objects for each side: the stock function memoises per Request object.
-        expected = fingerprint(probe.replace())
-        if default_fingerprint(probe.replace()) != expected:
+        if shortcut(probe.replace()) != fingerprint(probe.replace()):
             logger.warning(
                 "IRL_FAST_FINGERPRINT: the shortcut disagrees with this Scrapy's "
                 "fingerprint for %(url)s; using the crawler's fingerprinter as is",
@@ -91,6 +102,15 @@ def _agrees(fingerprint: Callable[[Request], bytes]) -> bool:
             )
             return False
     return True
+
+
+def _shortcut_for(fingerprint: Callable[[Request], bytes]) -> Callable[[Request], bytes]:
+    """The shortcut variant matching this Scrapy's handling of ``verbatim_url``."""
+    url = "http://example.com/x?b=2&a=1"
+    verbatim = Request(url, meta={"verbatim_url": True})
+    if fingerprint(verbatim) == fingerprint(Request(url)):
+        return canonical_url_fingerprint
+    return default_fingerprint
 
 
 def is_stock_fingerprinter(fingerprinter: object) -> bool:
@@ -111,8 +131,10 @@ def fingerprint_function(
     ``fast=False`` (``IRL_FAST_FINGERPRINT = False``) always returns the fingerprinter's
     own bound method.
     """
-    if fast and is_stock_fingerprinter(fingerprinter) and _agrees(fingerprinter.fingerprint):
-        return default_fingerprint
+    if fast and is_stock_fingerprinter(fingerprinter):
+        shortcut = _shortcut_for(fingerprinter.fingerprint)
+        if _agrees(fingerprinter.fingerprint, shortcut):
+            return shortcut
     return fingerprinter.fingerprint
 
 

@@ -12,6 +12,8 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_irl.fingerprint import (
     _agrees,
+    _shortcut_for,
+    canonical_url_fingerprint,
     default_fingerprint,
     fingerprint_function,
     fingerprint_function_for,
@@ -92,9 +94,21 @@ def test_used_only_for_scrapys_own_fingerprinter() -> None:
 
 def test_disagreement_at_start_up_falls_back_with_a_warning(caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="scrapy_irl.fingerprint"):
-        assert not _agrees(lambda request: b"x" * 20)
+        assert not _agrees(lambda request: b"x" * 20, default_fingerprint)
     assert "disagrees" in caplog.text
-    assert _agrees(fingerprint)
+    assert _agrees(fingerprint, default_fingerprint)
+    # The verbatim_url probe tells the two variants apart.
+    assert not _agrees(fingerprint, canonical_url_fingerprint)
+
+
+def test_variant_follows_the_installed_scrapys_verbatim_url_handling() -> None:
+    assert _shortcut_for(fingerprint) is default_fingerprint  # this Scrapy honours it
+
+    def ignoring_verbatim(request: Request) -> bytes:  # as older Scrapy releases do
+        return fingerprint(request.replace(meta={}))
+
+    assert _shortcut_for(ignoring_verbatim) is canonical_url_fingerprint
+    assert _agrees(ignoring_verbatim, canonical_url_fingerprint)
 
 
 def test_settings_switch_it_off() -> None:
