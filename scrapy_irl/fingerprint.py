@@ -126,7 +126,7 @@ def is_stock_fingerprinter(fingerprinter: object) -> bool:
 def fingerprint_function(
     fingerprinter: RequestFingerprinterProtocol, *, fast: bool = True
 ) -> Callable[[Request], bytes]:
-    """The function to fingerprint requests with: the shortcut when provably identical.
+    """The function to fingerprint requests with: the shortcut where it gives the same bytes.
 
     ``fast=False`` (``IRL_FAST_FINGERPRINT = False``) always returns the fingerprinter's
     own bound method.
