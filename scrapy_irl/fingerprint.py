@@ -134,6 +134,11 @@ def fingerprint_function(
     if fast and is_stock_fingerprinter(fingerprinter):
         shortcut = _shortcut_for(fingerprinter.fingerprint)
         if _agrees(fingerprinter.fingerprint, shortcut):
+            logger.info(
+                "Request fingerprints: %(name)s, byte-identical to Scrapy's default "
+                "fingerprint (IRL_FAST_FINGERPRINT)",
+                {"name": f"scrapy_irl.fingerprint.{shortcut.__name__}"},
+            )
             return shortcut
     return fingerprinter.fingerprint
 

@@ -111,6 +111,16 @@ def test_variant_follows_the_installed_scrapys_verbatim_url_handling() -> None:
     assert _agrees(ignoring_verbatim, canonical_url_fingerprint)
 
 
+def test_the_choice_is_logged(caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="scrapy_irl.fingerprint"):
+        fingerprint_function(RequestFingerprinter())
+    assert "scrapy_irl.fingerprint.default_fingerprint, byte-identical" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="scrapy_irl.fingerprint"):
+        fingerprint_function(RequestFingerprinter(), fast=False)
+    assert caplog.text == ""
+
+
 def test_settings_switch_it_off() -> None:
     assert fingerprint_function_for(get_crawler(settings_dict={})) is default_fingerprint
     off = get_crawler(settings_dict={"IRL_FAST_FINGERPRINT": False})
