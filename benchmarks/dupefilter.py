@@ -26,9 +26,9 @@ RSS growth per unique URL = (RSS after the stream - RSS before it) / unique URLs
 ``--interleave N`` measures the synchronous path's speed alone, with less noise: one process
 runs null, stock, drum-sync and drum-scrapyfp (drum-sync calling Scrapy's fingerprinter as
 is, IRL_FAST_FINGERPRINT off: DRUM's own cost) over the same stream in chunks of 2 000
-URLs, each mode with its own fresh ``Request`` objects, the order of the modes rotating from chunk to chunk, so
-load from other processes and the machine's speed drift hit every mode alike. It prints
-microseconds per request and each mode's ratio to stock.
+URLs, each mode with its own fresh ``Request`` objects, the order of the modes rotating
+from chunk to chunk, so load from other processes and the machine's speed drift hit every
+mode alike. It prints microseconds per request and each mode's ratio to stock.
 """
 
 from __future__ import annotations
