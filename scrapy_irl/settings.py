@@ -67,8 +67,12 @@ IRL_CRAWL_DELAY_MAX = 60.0
 # --- DNS (HostResolver: one lookup per host per TTL, results in the host store) -----------
 # Seconds a successful lookup is reused.
 IRL_DNS_TTL = 3600.0
-# Seconds a failed lookup (NXDOMAIN, timeout) is remembered before the host is tried again.
+# Seconds a name that failed IRL_DNS_RETRIES + 1 lookups in a row counts as dead.
 IRL_DNS_NEGATIVE_TTL = 300.0
+# Lookups retried after a failure (NXDOMAIN, timeout) before the name counts as dead.
+IRL_DNS_RETRIES = 2
+# Seconds before the first retry of a failed lookup; doubles with each further failure.
+IRL_DNS_RETRY_DELAY = 10.0
 # Lookups in flight at once.
 IRL_DNS_CONCURRENCY = 32
 # Seconds before a lookup is abandoned as failed.

@@ -4,8 +4,11 @@ IRLbot resolves DNS ahead of crawling and keeps the answers with the robots data
 (RobotsCache, thesis chapter IV section 3); the per-IP politeness heap needs a host's IP
 before its first request. Lookups go through the reactor's installed resolver (so
 ``TWISTED_DNS_RESOLVER`` applies), at most ``concurrency`` at a time, one per host however
-many callers ask; failures are remembered for ``negative_ttl`` so a dead name is not
-looked up again for every URL.
+many callers ask. A failed lookup is retried ``retries`` times, ``retry_delay`` seconds
+after the first failure and twice as long after each next one (a timeout or a
+resolver hiccup must not cost a host all its URLs); after that the name counts as dead
+for ``negative_ttl`` and is not looked up again for every URL. The count of consecutive
+failures is stored with the record, so it survives a restart.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class HostResolver:
         negative_ttl: float = 300.0,
         concurrency: int = 32,
         timeout: float = 10.0,
+        retries: int = 2,
+        retry_delay: float = 10.0,
         memory_entries: int = 10_000,
         clock: Callable[[], float] = time.time,
         reactor: Any = None,
@@ -49,11 +54,17 @@ class HostResolver:
             raise ValueError("DNS TTLs and timeout must be positive")
         if concurrency < 1 or memory_entries < 1:
             raise ValueError("DNS concurrency and memory entries must be positive")
+        if retries < 0 or retry_delay <= 0:
+            raise ValueError(
+                f"need IRL_DNS_RETRIES >= 0 and IRL_DNS_RETRY_DELAY > 0, got {retries}, {retry_delay}"
+            )
         self.store = store
         self.lookup = lookup
         self.ttl = ttl
         self.negative_ttl = negative_ttl
         self.timeout = timeout
+        self.retries = retries
+        self.retry_delay = retry_delay
         self.memory_entries = memory_entries
         self.clock = clock
         self._reactor = reactor
@@ -66,6 +77,10 @@ class HostResolver:
     def in_flight(self) -> int:
         """Hosts being resolved (or queued for a lookup slot) right now."""
         return len(self._waiting)
+
+    def will_retry(self, record: DnsRecord) -> bool:
+        """A failed ``record`` whose name is looked up again once it expires (not dead yet)."""
+        return not record.ok and 0 < record.failures <= self.retries
 
     def cached(self, host: str) -> DnsRecord | None:
         """The stored record of ``host`` (fresh or not) without resolving; None if unknown."""
@@ -126,8 +141,24 @@ class HostResolver:
             now = self.clock()
             name = type(failure.value).__name__
             self._event(f"failures/{name}")
-            logger.debug("DNS lookup of %s failed: %s", host, failure.value)
-            return DnsRecord((), now, now + self.negative_ttl, name or "error")
+            previous = self.cached(host)
+            failures = (
+                previous.failures + 1 if previous is not None and not previous.ok else 1
+            )
+            if failures <= self.retries:
+                wait = min(self.negative_ttl, self.retry_delay * 2 ** (failures - 1))
+                self._event("retries_scheduled")
+            else:
+                wait = self.negative_ttl
+                if failures == self.retries + 1:
+                    self._event("gave_up")
+            logger.debug(
+                "DNS lookup of %s failed (%d in a row): %s",
+                host,
+                failures,
+                failure.value,
+            )
+            return DnsRecord((), now, now + wait, name or "error", failures)
 
         return d.addCallbacks(ok, failed)
 

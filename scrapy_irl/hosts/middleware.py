@@ -1,8 +1,9 @@
 """``HostDnsMiddleware``: resolve each host once per TTL before its requests are downloaded.
 
 With Scrapy's own scheduler this gives three things the stock resolver does not: failed
-lookups are remembered (``IRL_DNS_NEGATIVE_TTL``), so requests to a dead name fail at
-once with the usual DNS error instead of each waiting for a lookup; answers persist in
+lookups are remembered (``IRL_DNS_RETRY_DELAY``, doubling, while ``IRL_DNS_RETRIES`` last;
+then ``IRL_DNS_NEGATIVE_TTL``), so requests to a dead name fail at once with the usual
+DNS error instead of each waiting for a lookup; answers persist in
 the host store across runs; and the number of lookups in flight is bounded. Requests to
 an unresolvable host fail with Scrapy's DNS error, so spider errbacks see what they
 would see without this middleware.
@@ -48,6 +49,8 @@ def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
         negative_ttl=config.getfloat(settings, "IRL_DNS_NEGATIVE_TTL"),
         concurrency=config.getint(settings, "IRL_DNS_CONCURRENCY"),
         timeout=config.getfloat(settings, "IRL_DNS_TIMEOUT"),
+        retries=config.getint(settings, "IRL_DNS_RETRIES"),
+        retry_delay=config.getfloat(settings, "IRL_DNS_RETRY_DELAY"),
         memory_entries=config.getint(settings, "IRL_DNS_MEMORY_ENTRIES"),
         reactor=reactor,
         on_event=lambda name: stats.inc_value(f"{STAT_PREFIX}/{name}"),

@@ -1,4 +1,4 @@
-"""Binary layouts of the records kept in the host store (format version 1).
+"""Binary layouts of the records kept in the host store (robots v1, DNS v2).
 
 Every record starts with a version byte so that a newer layout is recognised rather
 than misread; a record that does not decode raises :class:`RecordError`, which callers
@@ -92,7 +92,11 @@ class RobotsRecord:
         return replace(self, expires_at=expires_at, **changes)  # type: ignore[arg-type]
 
 
-_DNS = struct.Struct("<BBddH")
+#: DNS records have their own version: 2 added ``failures`` (a trailing byte); version 1
+#: records (no such byte) still decode, a failed one as one failure.
+DNS_RECORD_VERSION = 2
+_DNS_V1 = struct.Struct("<BBddH")
+_DNS = struct.Struct("<BBddHB")
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class DnsRecord:
     resolved_at: float
     expires_at: float
     error: str = ""  # exception class name of a failed lookup; empty when resolved
+    failures: int = 0  # consecutive failed lookups of this name (0 once resolved)
 
     @property
     def ok(self) -> bool:
@@ -118,25 +123,30 @@ class DnsRecord:
     def encode(self) -> bytes:
         ips = ",".join(self.ips).encode("ascii")
         error = self.error.encode("utf-8")[:255]
-        head = _DNS.pack(
-            RECORD_VERSION, len(error), self.resolved_at, self.expires_at, len(ips)
-        )
+        head = _DNS.pack(DNS_RECORD_VERSION, len(error), self.resolved_at,
+                         self.expires_at, len(ips), min(255, max(0, self.failures)))  # fmt: skip
         return head + error + ips
 
     @classmethod
     def decode(cls, data: bytes) -> DnsRecord:
-        if len(data) < _DNS.size:
+        version = data[0] if data else None
+        layout = _DNS if version == DNS_RECORD_VERSION else _DNS_V1
+        if len(data) < layout.size:
             raise RecordError(f"DNS record of {len(data)} bytes is truncated")
-        version, error_len, resolved, expires, ips_len = _DNS.unpack_from(data)
-        if version != RECORD_VERSION:
-            raise RecordError(f"DNS record version {version} is not {RECORD_VERSION}")
-        if len(data) != _DNS.size + error_len + ips_len:
+        if version not in (1, DNS_RECORD_VERSION):
+            raise RecordError(
+                f"DNS record version {version} is not 1 or {DNS_RECORD_VERSION}"
+            )
+        fields = layout.unpack_from(data)
+        _, error_len, resolved, expires, ips_len = fields[:5]
+        if len(data) != layout.size + error_len + ips_len:
             raise RecordError("DNS record length does not match its header")
-        start = _DNS.size
+        start = layout.size
         try:
             error = data[start : start + error_len].decode("utf-8")
             ips_text = data[start + error_len :].decode("ascii")
         except UnicodeDecodeError:
             raise RecordError("DNS record holds undecodable text") from None
         ips = tuple(ips_text.split(",")) if ips_text else ()
-        return cls(ips, resolved, expires, error)
+        failures = fields[5] if layout is _DNS else int(bool(error))
+        return cls(ips, resolved, expires, error, failures)

@@ -147,6 +147,9 @@ class IrlScheduler:
         self.spider: Spider | None = None
         self.codec = RequestCodec(None)
         self._dns_wait: dict[str, list[Any]] = {}
+        # Requests of hosts whose lookup failed and will be retried, and when.
+        self._dns_retry: dict[str, list[Any]] = {}
+        self._dns_retry_due: dict[str, float] = {}
         self._robots_wait: dict[str, list[Any]] = {}
         self._waiting = 0  # items in both wait lists (kept, not summed per hand-out)
         self._robots_fetching: set[str] = set()
@@ -273,10 +276,11 @@ class IrlScheduler:
         self._direct.clear()
         for name in list(self.polite.hosts):
             items.extend(self.polite.drain(name))
-        for waits in (self._dns_wait, self._robots_wait):
+        for waits in (self._dns_wait, self._robots_wait, self._dns_retry):
             for queued in waits.values():
                 items.extend(queued)
             waits.clear()
+        self._dns_retry_due.clear()
         self._waiting = 0
         saved = 0
         for item in items:
@@ -400,6 +404,9 @@ class IrlScheduler:
         if self._closed:
             return
         if not record.ok or record.ip is None:
+            if self.resolver.will_retry(record):
+                self._retry_dns_later(host, items, record.expires_at)
+                return
             self.counts["dns_failed_dropped"] += len(items)
             for item in items:
                 self._release(item)
@@ -409,6 +416,32 @@ class IrlScheduler:
         for item in items:
             self._check_robots_and_queue(item, host)
         self._wake_engine()
+
+    def _retry_dns_later(self, host: str, items: list[Any], due: float) -> None:
+        """The lookup of ``host`` failed but will be retried: hold its URLs until then.
+
+        They stay in RAM (counted against IRL_FRONTIER_RAM_REQUESTS, so a burst of dead
+        names only slows loading) and :meth:`_on_tick` routes them, hence looks the
+        name up again, once the negative record expires; BEAST records stay outstanding,
+        so a kill -9 meanwhile re-reads them. Parking them on disk instead would tie the
+        retry to the next unpark, a minute away by default.
+        """
+        self.counts["dns_retry_held"] += len(items)
+        self._dns_retry.setdefault(host, []).extend(items)
+        self._dns_retry_due[host] = due
+        self._waiting += len(items)
+
+    def _route_dns_retries(self, now: float) -> None:
+        """Requests kept for a DNS retry whose time has come go back towards their host.
+
+        ``now`` is on the resolver's (wall) clock, like the records' expiry times.
+        """
+        for host in [h for h, due in self._dns_retry_due.items() if due <= now]:
+            del self._dns_retry_due[host]
+            items = self._dns_retry.pop(host, [])
+            self._waiting -= len(items)
+            for item in items:
+                self._route(item, host)
 
     def _add_host(self, name: str, ip: str, crawl_delay: float | None) -> Host:
         """Put a resolved host in the politeness table, its delays from its PLD's budget."""
@@ -714,6 +747,7 @@ class IrlScheduler:
             self.star.write_out()
             self.beast.sync()
             self._expire_handouts(now)
+            self._route_dns_retries(self.resolver.clock())  # DNS records use its clock
             self.polite.forget_idle(now)
             if now - self._last_unpark >= self.backlog_seconds:
                 self._last_unpark = now
@@ -768,6 +802,7 @@ class IrlScheduler:
         s(f"{STAT}/ram_requests", self._ram_items())
         s(f"{STAT}/hosts_in_ram", len(self.polite.hosts))
         s(f"{STAT}/dns_waiting_hosts", len(self._dns_wait))
+        s(f"{STAT}/dns_retry_hosts", len(self._dns_retry))
         s(f"{STAT}/robots_waiting_origins", len(self._robots_wait))
         s(f"{STAT}/in_flight", len(self._handed))
         for key, value in self.beast.stats().items():
@@ -805,6 +840,7 @@ class IrlScheduler:
             self._direct
             or len(self.polite)
             or self._dns_wait
+            or self._dns_retry
             or self._robots_wait
             or self._robots_fetching
             or len(self.beast)

@@ -126,3 +126,78 @@ def test_memory_is_bounded(store):
 def test_bad_parameters(store, kwargs):
     with pytest.raises(ValueError):
         HostResolver(store, Lookups(), **kwargs)
+
+
+def _always_failing(calls: list[str]):
+    def lookup(host):
+        calls.append(host)
+        return fail(DNSLookupError(host))
+
+    return lookup
+
+
+def test_failed_lookups_are_retried_with_doubling_waits_then_given_up(store):
+    """A hiccup must not kill a name: retry after 10 s, then 20 s; the third failure is final."""
+    clock, calls, events = FakeClock(), [], []
+    resolver = HostResolver(store, _always_failing(calls), negative_ttl=300, retries=2,
+                            retry_delay=10, clock=clock, on_event=events.append)  # fmt: skip
+    first = result_of(resolver.resolve("flaky.test"))
+    assert (first.failures, first.expires_at - clock.now) == (1, 10)
+    assert resolver.will_retry(first)
+    clock.now += 9
+    assert result_of(resolver.resolve("flaky.test")) == first  # still waiting
+    clock.now += 1
+    second = result_of(resolver.resolve("flaky.test"))
+    assert (second.failures, second.expires_at - clock.now) == (2, 20)
+    assert resolver.will_retry(second)
+    clock.now += 20
+    third = result_of(resolver.resolve("flaky.test"))
+    assert (third.failures, third.expires_at - clock.now) == (3, 300)
+    assert not resolver.will_retry(third)
+    assert calls == ["flaky.test"] * 3
+    assert events.count("retries_scheduled") == 2 and events.count("gave_up") == 1
+    clock.now += 300  # a dead name is asked again after the negative TTL, once per TTL
+    fourth = result_of(resolver.resolve("flaky.test"))
+    assert fourth.failures == 4 and not resolver.will_retry(fourth)
+    assert fourth.expires_at - clock.now == 300 and events.count("gave_up") == 1
+
+
+def test_success_resets_the_failure_count_and_counts_survive_a_restart(store):
+    clock, answers = FakeClock(), ["fail", "fail", "127.0.0.9", "fail"]
+
+    def lookup(host):
+        answer = answers.pop(0)
+        return fail(DNSLookupError(host)) if answer == "fail" else succeed(answer)
+
+    resolver = HostResolver(store, lookup, retries=2, retry_delay=5, clock=clock)
+    assert result_of(resolver.resolve("a.test")).failures == 1
+    clock.now += 5
+    restarted = HostResolver(store, lookup, retries=2, retry_delay=5, clock=clock)
+    second = result_of(restarted.resolve("a.test"))  # the count came from the store
+    assert second.failures == 2 and second.expires_at - clock.now == 10
+    clock.now += 10
+    good = result_of(restarted.resolve("a.test"))
+    assert good.ok and good.failures == 0 and good.ip == "127.0.0.9"
+    clock.now += 3601
+    again = result_of(restarted.resolve("a.test"))
+    assert again.failures == 1 and restarted.will_retry(again)
+
+
+def test_retry_waits_are_capped_by_the_negative_ttl_and_zero_retries_give_up_at_once(
+    store,
+):
+    clock, calls = FakeClock(), []
+    capped = HostResolver(store, _always_failing(calls), negative_ttl=15, retries=3,
+                          retry_delay=10, clock=clock)  # fmt: skip
+    assert result_of(capped.resolve("c.test")).expires_at - clock.now == 10
+    clock.now += 10
+    assert result_of(capped.resolve("c.test")).expires_at - clock.now == 15  # not 20
+    strict = HostResolver(store, _always_failing(calls), retries=0, clock=clock)
+    record = result_of(strict.resolve("d.test"))
+    assert record.failures == 1 and not strict.will_retry(record)
+
+
+@pytest.mark.parametrize("kwargs", [{"retries": -1}, {"retry_delay": 0}])
+def test_bad_retry_settings_are_refused(store, kwargs):
+    with pytest.raises(ValueError, match="IRL_DNS_RETR"):
+        HostResolver(store, _always_failing([]), **kwargs)

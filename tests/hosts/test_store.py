@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -36,10 +37,20 @@ def test_robots_record_roundtrip(kind, status, times, failures, body):
 @given(
     ips=st.lists(st.ip_addresses().map(str), max_size=4).map(tuple),
     error=st.text(max_size=40).filter(lambda s: len(s.encode()) < 255),
+    failures=st.integers(0, 255),
 )
-def test_dns_record_roundtrip(ips, error):
-    rec = DnsRecord(ips, 1.5, 2.5, error)
+def test_dns_record_roundtrip(ips, error, failures):
+    rec = DnsRecord(ips, 1.5, 2.5, error, failures)
     assert DnsRecord.decode(rec.encode()) == rec
+
+
+def test_dns_records_of_version_1_still_decode():
+    """Stores written before ``failures`` existed: a failed record counts as one failure."""
+    v1 = struct.Struct("<BBddH")
+    failed = v1.pack(1, 14, 1.0, 2.0, 0) + b"DNSLookupError"
+    resolved = v1.pack(1, 0, 1.0, 2.0, 9) + b"127.0.0.3"
+    assert DnsRecord.decode(failed) == DnsRecord((), 1.0, 2.0, "DNSLookupError", 1)
+    assert DnsRecord.decode(resolved) == DnsRecord(("127.0.0.3",), 1.0, 2.0, "", 0)
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,8 @@ SCHEDULER_DEFAULTS = {
     "IRL_POLITENESS_MARGIN": 0.0,
     "IRL_IP_MAX_IN_FLIGHT": 16,
     "IRL_IDLE_MERGE_INTERVAL": 0.0,
+    # Scrapy's RetryMiddleware retries a DNS error at once; ours waits 10 s, then 20 s.
+    "IRL_DNS_RETRY_DELAY": 0.2,
 }
 
 

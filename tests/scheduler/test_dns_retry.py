@@ -1,0 +1,62 @@
+"""The IRL scheduler keeps the URLs of a host whose DNS lookup failed, until retries run out.
+
+A real crawl (own process, own reactor) of a loopback site reached under two names: one
+whose first lookup fails (a resolver hiccup) and one that never resolves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.loopback_site import loopback_site
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def crawl(config: dict) -> tuple[dict, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.crawl_runner", json.dumps(config)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("STATS ")][-1]
+    return json.loads(line[6:]), proc.stderr
+
+
+@pytest.mark.slow
+def test_a_failed_lookup_is_retried_and_only_a_dead_name_loses_its_urls(tmp_path: Path):
+    with loopback_site(size=12) as site:
+        port = site.server_address[1]
+        stats, log = crawl({
+            "start": [f"http://www.flaky.test:{port}/page/1",
+                      f"http://www.dead.test:{port}/page/1",
+                      f"http://www.dead.test:{port}/page/2"],
+            "settings": {
+                "ADDONS": {"scrapy_irl.Addon": 0},
+                "TWISTED_DNS_RESOLVER": "tests.scheduler.flaky_resolver.FlakyResolver",
+                "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                "IRL_DNS_RETRIES": 2, "IRL_DNS_RETRY_DELAY": 0.5,
+                "IRL_HOST_DELAY": 0.0, "IRL_HOST_DELAY_MIN": 0.0, "IRL_IP_DELAY": 0.0,
+                "IRL_IP_DELAY_MIN": 0.0, "IRL_POLITENESS_MARGIN": 0.0,
+                "CLOSESPIDER_TIMEOUT": 60,
+            },
+        })  # fmt: skip
+        pages = {p for p in site.hits if p.startswith("/page/")}
+    # Every page of the flaky name was crawled, although its first lookup failed.
+    assert pages == {f"/page/{n}" for n in range(12)}
+    assert stats["irl_dns/retries_scheduled"] == 1 + 2  # flaky once, dead twice
+    assert stats["irl_dns/gave_up"] == 1
+    assert log.count("flaky-resolver: www.flaky.test -> failure") == 1
+    # The dead name was asked 1 + IRL_DNS_RETRIES times, then its 2 URLs were dropped.
+    assert log.count("flaky-resolver: www.dead.test -> failure") == 3
+    assert stats["irl_sched/dns_failed_dropped"] == 2
+    assert stats["irl_sched/dns_retry_held"] == 1 + 2 * 2  # held per failure, per URL
+    assert stats["irl_sched/dns_retry_hosts"] == 0
+    assert stats["finish_reason"] == "finished"
