@@ -54,6 +54,9 @@ IRL_ROBOTS_RETRY_DELAY = 60.0
 IRL_ROBOTS_RETRY_MAX_DELAY = 6 * 3600.0
 # A copy fetched at most this many seconds ago stays in force while robots.txt is unreachable.
 IRL_ROBOTS_STALE_TTL = 7 * 24 * 3600.0
+# robots.txt re-fetches (after the back-off) during which the IRL scheduler keeps the URLs
+# of an origin whose robots.txt is unreachable; after that they are dropped.
+IRL_ROBOTS_UNREACHABLE_RETRIES = 2
 # Parsed robots.txt rule sets kept in RAM (LRU); the rest is re-read from the host store.
 IRL_ROBOTS_MEMORY_ENTRIES = 10_000
 # Estimated RAM of those rule sets: 512 B per origin, plus 2 KiB + 16 B per robots.txt byte

@@ -3,7 +3,7 @@
     python -m tests.crawl_runner '{"start": [...], "settings": {...}, "again": [...]}'
 
 The spider follows every link; start URLs are filtered like any link; ``again`` URLs are requested once more with
-``dont_filter=True`` from the first response.
+``dont_filter=True`` from the first response; ``unfiltered`` start URLs are requested with ``dont_filter=True``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from scrapy.linkextractors import LinkExtractor
 class FollowSpider(scrapy.Spider):
     name = "follow"
 
-    def __init__(self, start: list[str], again: list[str], **kwargs: object) -> None:
+    def __init__(self, start: list[str], again: list[str], unfiltered: list[str] | None = None,
+                 **kwargs: object) -> None:  # fmt: skip
         super().__init__(**kwargs)
         self.start_urls = start
         self.again = again
+        self.unfiltered = unfiltered or []
         self.links = LinkExtractor()
 
     async def start(self):
@@ -31,6 +33,8 @@ class FollowSpider(scrapy.Spider):
         # server-side fetch counts of a test are exact.
         for url in self.start_urls:
             yield scrapy.Request(url)
+        for url in self.unfiltered:
+            yield scrapy.Request(url, dont_filter=True)
 
     def parse(self, response):
         for url in self.again:
@@ -64,7 +68,8 @@ def run_and_print_stats(spider_cls: type[scrapy.Spider], settings: dict[str, Any
 def main() -> None:
     config = json.loads(sys.argv[1])
     run_and_print_stats(FollowSpider, config.get("settings", {}),
-                        start=config["start"], again=config.get("again", []))  # fmt: skip
+                        start=config["start"], again=config.get("again", []),
+                        unfiltered=config.get("unfiltered", []))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -124,6 +124,11 @@ class IrlScheduler:
             crawl_delay_max=config.getfloat(settings, "IRL_CRAWL_DELAY_MAX"),
         )
         self.ram_requests = config.getint(settings, "IRL_FRONTIER_RAM_REQUESTS")
+        self.robots_retries = config.getint(settings, "IRL_ROBOTS_UNREACHABLE_RETRIES")
+        if self.robots_retries < 0:
+            raise ValueError(
+                f"IRL_ROBOTS_UNREACHABLE_RETRIES cannot be negative, got {self.robots_retries}"
+            )
         self.backlog_seconds = config.getfloat(settings, "IRL_RAM_BACKLOG_SECONDS")
         if self.backlog_seconds < 0:
             raise ValueError(
@@ -147,9 +152,10 @@ class IrlScheduler:
         self.spider: Spider | None = None
         self.codec = RequestCodec(None)
         self._dns_wait: dict[str, list[Any]] = {}
-        # Requests of hosts whose lookup failed and will be retried, and when.
-        self._dns_retry: dict[str, list[Any]] = {}
-        self._dns_retry_due: dict[str, float] = {}
+        # Items held in RAM until a retry (DNS lookup, robots.txt fetch) is due, by host,
+        # and when (scheduler clock): see _hold.
+        self._held: dict[str, list[Any]] = {}
+        self._held_due: dict[str, float] = {}
         self._robots_wait: dict[str, list[Any]] = {}
         self._waiting = 0  # items in both wait lists (kept, not summed per hand-out)
         self._robots_fetching: set[str] = set()
@@ -276,11 +282,11 @@ class IrlScheduler:
         self._direct.clear()
         for name in list(self.polite.hosts):
             items.extend(self.polite.drain(name))
-        for waits in (self._dns_wait, self._robots_wait, self._dns_retry):
+        for waits in (self._dns_wait, self._robots_wait, self._held):
             for queued in waits.values():
                 items.extend(queued)
             waits.clear()
-        self._dns_retry_due.clear()
+        self._held_due.clear()
         self._waiting = 0
         saved = 0
         for item in items:
@@ -405,7 +411,9 @@ class IrlScheduler:
             return
         if not record.ok or record.ip is None:
             if self.resolver.will_retry(record):
-                self._retry_dns_later(host, items, record.expires_at)
+                # In RAM, not parked: an unpark is a minute away by default, the retry 10 s.
+                self.counts["dns_retry_held"] += len(items)
+                self._hold(host, items, record.expires_at - self.resolver.clock())
                 return
             self.counts["dns_failed_dropped"] += len(items)
             for item in items:
@@ -417,28 +425,24 @@ class IrlScheduler:
             self._check_robots_and_queue(item, host)
         self._wake_engine()
 
-    def _retry_dns_later(self, host: str, items: list[Any], due: float) -> None:
-        """The lookup of ``host`` failed but will be retried: hold its URLs until then.
+    def _hold(self, host: str, items: list[Any], wait: float) -> None:
+        """Keep ``items`` in RAM for ``wait`` seconds, then route them again (:meth:`_on_tick`).
 
-        They stay in RAM (counted against IRL_FRONTIER_RAM_REQUESTS, so a burst of dead
-        names only slows loading) and :meth:`_on_tick` routes them, hence looks the
-        name up again, once the negative record expires; BEAST records stay outstanding,
-        so a kill -9 meanwhile re-reads them. Parking them on disk instead would tie the
-        retry to the next unpark, a minute away by default.
+        For URLs whose host is to be retried (a failed DNS lookup, an unreachable
+        robots.txt). They count against IRL_FRONTIER_RAM_REQUESTS, so a burst of them
+        only slows loading; BEAST records stay outstanding, so a kill -9 meanwhile
+        re-reads them, and a graceful stop requeues them.
         """
-        self.counts["dns_retry_held"] += len(items)
-        self._dns_retry.setdefault(host, []).extend(items)
-        self._dns_retry_due[host] = due
+        due = self.clock() + max(0.0, wait)
+        self._held.setdefault(host, []).extend(items)
+        self._held_due[host] = max(due, self._held_due.get(host, due))
         self._waiting += len(items)
 
-    def _route_dns_retries(self, now: float) -> None:
-        """Requests kept for a DNS retry whose time has come go back towards their host.
-
-        ``now`` is on the resolver's (wall) clock, like the records' expiry times.
-        """
-        for host in [h for h, due in self._dns_retry_due.items() if due <= now]:
-            del self._dns_retry_due[host]
-            items = self._dns_retry.pop(host, [])
+    def _route_held(self, now: float) -> None:
+        """Held items whose retry is due go back towards their host (DNS, robots.txt)."""
+        for host in [h for h, due in self._held_due.items() if due <= now]:
+            del self._held_due[host]
+            items = self._held.pop(host, [])
             self._waiting -= len(items)
             for item in items:
                 self._route(item, host)
@@ -538,10 +542,31 @@ class IrlScheduler:
             self._push_or_park(host, item)
             return
         if cached.record.kind == RobotsKind.DISALLOW_ALL:
+            if cached.record.failures <= self.robots_retries:
+                self._hold_for_robots(cached.record, item, host)
+                return
             self.stats.inc_value("irl_robots/unreachable_dropped")
         else:
             self.stats.inc_value("robotstxt/forbidden")
         self._release(item)
+
+    def _hold_for_robots(self, record: Any, item: Any, host: str) -> None:
+        """robots.txt is unreachable but will be asked again: keep the URL until then.
+
+        RFC 9309 forbids crawling meanwhile, not remembering: a 503 or a timeout on one
+        fetch must not cost the origin its URLs. BEAST records are parked on disk (they
+        come back with the next unpark and, once the back-off is over, wait in Q_R for
+        the re-fetch); other requests wait in RAM for the back-off. After
+        IRL_ROBOTS_UNREACHABLE_RETRIES failed re-fetches the URLs are dropped, so an
+        origin that stays down cannot keep a crawl open for hours of back-off.
+        """
+        if isinstance(item, Held):
+            self.counts["robots_retry_parked"] += 1
+            self.beast.park(item.record)
+            self._release(item)
+        else:
+            self.counts["robots_retry_held"] += 1
+            self._hold(host, [item], record.expires_at - self.robots.clock())  # type: ignore[union-attr]
 
     def _default_ua(self) -> str:
         assert self.robots is not None
@@ -747,7 +772,7 @@ class IrlScheduler:
             self.star.write_out()
             self.beast.sync()
             self._expire_handouts(now)
-            self._route_dns_retries(self.resolver.clock())  # DNS records use its clock
+            self._route_held(now)
             self.polite.forget_idle(now)
             if now - self._last_unpark >= self.backlog_seconds:
                 self._last_unpark = now
@@ -802,7 +827,7 @@ class IrlScheduler:
         s(f"{STAT}/ram_requests", self._ram_items())
         s(f"{STAT}/hosts_in_ram", len(self.polite.hosts))
         s(f"{STAT}/dns_waiting_hosts", len(self._dns_wait))
-        s(f"{STAT}/dns_retry_hosts", len(self._dns_retry))
+        s(f"{STAT}/held_hosts", len(self._held))
         s(f"{STAT}/robots_waiting_origins", len(self._robots_wait))
         s(f"{STAT}/in_flight", len(self._handed))
         for key, value in self.beast.stats().items():
@@ -840,7 +865,7 @@ class IrlScheduler:
             self._direct
             or len(self.polite)
             or self._dns_wait
-            or self._dns_retry
+            or self._held
             or self._robots_wait
             or self._robots_fetching
             or len(self.beast)

@@ -58,5 +58,5 @@ def test_a_failed_lookup_is_retried_and_only_a_dead_name_loses_its_urls(tmp_path
     assert log.count("flaky-resolver: www.dead.test -> failure") == 3
     assert stats["irl_sched/dns_failed_dropped"] == 2
     assert stats["irl_sched/dns_retry_held"] == 1 + 2 * 2  # held per failure, per URL
-    assert stats["irl_sched/dns_retry_hosts"] == 0
+    assert stats["irl_sched/held_hosts"] == 0
     assert stats["finish_reason"] == "finished"

@@ -1,0 +1,104 @@
+"""The IRL scheduler keeps the URLs of an origin whose robots.txt is unreachable, for a while.
+
+Two loopback sites (two origins): one answers robots.txt with 503 once, then with rules;
+the other always with 503. RFC 9309: nothing may be crawled while robots.txt is
+unreachable; ours: the URLs are kept through IRL_ROBOTS_UNREACHABLE_RETRIES re-fetches.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.loopback_site import _Handler, _Server, serving
+from tests.scheduler.test_dns_retry import crawl
+
+RULES = b"User-agent: *\nDisallow: /page/3\n"
+
+
+class _RobotsHandler(_Handler):
+    server: _RobotsServer
+
+    def do_GET(self) -> None:
+        self.server.order.append(self.path)
+        if self.path != "/robots.txt":
+            super().do_GET()
+            return
+        self.server.hits[self.path] += 1
+        if (
+            self.server.failing < 0
+            or self.server.hits[self.path] <= self.server.failing
+        ):
+            self.send_error(503)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(RULES)))
+        self.end_headers()
+        self.wfile.write(RULES)
+
+
+class _RobotsServer(_Server):
+    def __init__(self, size: int, failing: int) -> None:
+        super().__init__(size)
+        self.RequestHandlerClass = _RobotsHandler
+        self.failing = failing  # robots.txt answers 503 this many times; -1: always
+        self.order: list[str] = []
+
+
+def _settings(tmp_path: Path, retries: int) -> dict:
+    return {
+        "ADDONS": {"scrapy_irl.Addon": 0}, "ROBOTSTXT_OBEY": True,
+        "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+        "IRL_ROBOTS_RETRY_DELAY": 0.5, "IRL_ROBOTS_UNREACHABLE_RETRIES": retries,
+        "IRL_RAM_BACKLOG_SECONDS": 0.5,  # parked URLs come back every half second
+        "IRL_HOST_DELAY": 0.0, "IRL_HOST_DELAY_MIN": 0.0, "IRL_IP_DELAY": 0.0,
+        "IRL_IP_DELAY_MIN": 0.0, "IRL_POLITENESS_MARGIN": 0.0,
+        "IRL_IP_MAX_IN_FLIGHT": 4, "CLOSESPIDER_TIMEOUT": 60,
+    }  # fmt: skip
+
+
+@pytest.mark.slow
+def test_unreachable_robots_txt_keeps_urls_until_retries_run_out(tmp_path: Path):
+    with (
+        serving(_RobotsServer(10, failing=1)) as flaky,
+        serving(_RobotsServer(10, failing=-1)) as down,
+    ):
+        stats, _ = crawl({
+            "start": [f"{flaky.base_url}/page/1", f"{down.base_url}/page/1"],
+            "unfiltered": [f"{flaky.base_url}/page/5", f"{down.base_url}/page/5"],
+            "settings": _settings(tmp_path, retries=2),
+        })  # fmt: skip
+    # The origin that recovered: every allowed page (6 and 7 are linked from 3 only),
+    # and none before its rules arrived.
+    assert flaky.hits["/robots.txt"] == 2
+    assert {p for p in flaky.hits if p.startswith("/page/")} == {
+        f"/page/{n}" for n in range(10) if n not in (3, 6, 7)
+    }
+    assert flaky.order[:2] == ["/robots.txt", "/robots.txt"]
+    # The origin that stayed down: asked 1 + 2 times, never crawled, its 2 URLs dropped.
+    assert down.hits["/robots.txt"] == 3
+    assert set(down.order) == {"/robots.txt"}
+    assert stats["irl_robots/unreachable_dropped"] == 2
+    # Kept: flaky's 2 URLs once; down's 2 URLs after each of its first two failures, and
+    # again whenever a parked one came back before the back-off was over. The start URLs
+    # are BEAST records (parked on disk), the unfiltered ones are not (held in RAM).
+    assert stats["irl_sched/robots_retry_parked"] >= 1 + 2
+    assert stats["irl_sched/robots_retry_held"] >= 1 + 2
+    assert stats["robotstxt/forbidden"] == 1  # /page/3 on the recovered origin
+    assert stats["irl_sched/held_hosts"] == 0
+    assert stats["finish_reason"] == "finished"
+
+
+@pytest.mark.slow
+def test_zero_retries_drop_at_the_first_failure(tmp_path: Path):
+    with serving(_RobotsServer(10, failing=1)) as flaky:
+        stats, _ = crawl({
+            "start": [f"{flaky.base_url}/page/1"],
+            "settings": _settings(tmp_path, retries=0),
+        })  # fmt: skip
+    assert flaky.hits["/robots.txt"] == 1
+    assert set(flaky.order) == {"/robots.txt"}
+    assert stats["irl_robots/unreachable_dropped"] == 1
+    assert "irl_sched/robots_retry_parked" not in stats
