@@ -57,6 +57,9 @@ IRL_ROBOTS_STALE_TTL = 7 * 24 * 3600.0
 # robots.txt re-fetches (after the back-off) during which the IRL scheduler keeps the URLs
 # of an origin whose robots.txt is unreachable; after that they are dropped.
 IRL_ROBOTS_UNREACHABLE_RETRIES = 2
+# Parse only the group of robots.txt that applies to our user agent (Protego parser only):
+# a file naming many agents otherwise costs a copy of its rules per agent.
+IRL_ROBOTS_REDUCE = True
 # Parsed robots.txt rule sets kept in RAM (LRU); the rest is re-read from the host store.
 IRL_ROBOTS_MEMORY_ENTRIES = 10_000
 # Estimated RAM of those rule sets: 512 B per origin, plus 2 KiB + 16 B per robots.txt byte

@@ -4,7 +4,9 @@ RAM holds at most ``memory_entries`` parsed rule sets and at most ``memory_bytes
 their estimated size, whatever the number of hosts cached on disk; a miss re-parses the
 stored body (cheap next to a fetch). The byte bound matters because rule sets differ in
 size by three orders of magnitude: a 500 KiB robots.txt parses to about 5 MB of Python
-objects, so a count bound alone lets a few thousand such hosts take gigabytes. A record
+objects, so a count bound alone lets a few thousand such hosts take gigabytes. A parser
+that knows its size (``estimated_bytes``, as the reduced rules of
+:mod:`scrapy_irl.robots.reduce` do) is charged that; others by their body's length. A record
 that fails to decode is counted, deleted and reported as a miss, so it is fetched again.
 """
 
@@ -45,11 +47,19 @@ def _digest(body: bytes) -> bytes:
 
 @dataclass
 class _SharedRules:
-    """One parsed body and the number of cached origins using it."""
+    """One parsed body, the RAM charged for it, and the number of cached origins using it."""
 
     body: bytes
     rules: Any
+    size: int
     users: int = 0
+
+
+def charged_size(body: bytes, rules: Any) -> int:
+    """RAM charged to a parsed body: the parser's own estimate if it has one (reduced rule
+    sets, :class:`~scrapy_irl.robots.reduce.AgentRules`), else :func:`estimated_rules_size`."""
+    size = getattr(rules, "estimated_bytes", None)
+    return int(size) if isinstance(size, int) and size > 0 else estimated_rules_size(body)
 
 
 class RuleSet(Protocol):
@@ -97,10 +107,9 @@ class CachedRobots:
             value = _safe_call(crawl_delay, user_agent)
             if value is not None:
                 delays.append(float(value))
-        protego = getattr(
-            self.rules, "rp", None
-        )  # Scrapy's ProtegoRobotParser wraps Protego
-        request_rate = getattr(protego, "request_rate", None)
+        request_rate = getattr(self.rules, "request_rate", None)  # AgentRules
+        if request_rate is None:  # Scrapy's ProtegoRobotParser wraps Protego as .rp
+            request_rate = getattr(getattr(self.rules, "rp", None), "request_rate", None)
         if request_rate is not None:
             rate = _safe_call(request_rate, _text(user_agent))
             if rate is not None and rate.requests:
@@ -204,8 +213,9 @@ class RobotsCache:
             shared = self._shared.get(cached.digest)
             if shared is None:
                 body = cached.record.body
-                shared = self._shared[cached.digest] = _SharedRules(body, cached.rules)
-                self.held_bytes += estimated_rules_size(body)
+                size = charged_size(body, cached.rules)
+                shared = self._shared[cached.digest] = _SharedRules(body, cached.rules, size)
+                self.held_bytes += size
             shared.users += 1
         self._lru[origin] = cached
         # The newest entry always stays (its caller holds it anyway), even if alone it
@@ -225,4 +235,4 @@ class RobotsCache:
             shared.users -= 1
             if shared.users == 0:
                 del self._shared[digest]
-                self.held_bytes -= estimated_rules_size(shared.body)
+                self.held_bytes -= shared.size

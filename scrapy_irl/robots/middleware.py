@@ -23,15 +23,18 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
+from scrapy.robotstxt import ProtegoRobotParser
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.python import to_unicode
 from twisted.internet.defer import Deferred
 
 from scrapy_irl import config
 from scrapy_irl.hosts.paths import hosts_dir
 from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
 from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.robots import reduce
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
 from scrapy_irl.robots.origin import origin_of
 from scrapy_irl.robots.policy import NO_RESPONSE, RobotsPolicy
@@ -90,6 +93,13 @@ class RobotsCacheMiddleware:
         self._robotstxt_useragent: str | None = settings["ROBOTSTXT_USER_AGENT"]
         self._parserimpl: Any = load_object(settings.get("ROBOTSTXT_PARSER"))
         build_from_crawler(self._parserimpl, crawler, b"")  # fail early on missing deps
+        #: Protego bodies are reduced to our user agent's group before parsing (see
+        #: scrapy_irl.robots.reduce); other parsers get the whole body.
+        self._reduce = (
+            config.getbool(settings, "IRL_ROBOTS_REDUCE")
+            and reduce.AVAILABLE
+            and self._parserimpl is ProtegoRobotParser
+        )
         self.policy = policy_from_settings(settings)
         self.store = HostStore.open_shared(
             hosts_dir(settings),
@@ -120,6 +130,11 @@ class RobotsCacheMiddleware:
         self.stats.inc_value(f"{STAT_PREFIX}/{key}", count)
 
     def _parse(self, body: bytes) -> Any:
+        if self._reduce:
+            agent = to_unicode(
+                self._robotstxt_useragent or self._default_useragent or "*"
+            )
+            return reduce.AgentRules(body, self.crawler.spider, agent)
         return build_from_crawler(self._parserimpl, self.crawler, body)
 
     def _spider_closed(self, spider: Spider | None = None) -> None:

@@ -10,7 +10,9 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionRefusedError, TimeoutError
 
 from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.robots.cache import charged_size
 from scrapy_irl.robots.middleware import RobotsCacheMiddleware, robots_for
+from scrapy_irl.robots.reduce import AgentRules
 from tests.robots.fakes import FakeClock, FakeWeb, fake_crawler, outcome, result_of, run
 
 RULES = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"
@@ -253,7 +255,10 @@ def test_ram_is_bounded_by_bytes_for_huge_robots(make):
     # distinct bodies: identical ones would share one parse
     bodies = [huge + b"Disallow: /only-h%02d/\n" % i for i in range(12)]
     web = FakeWeb({f"http://h{i}.test/robots.txt": (200, bodies[i]) for i in range(12)})
-    limit = 3 * (512 + 2048 + 16 * len(bodies[0]))  # room for three parsed huge rule sets
+    # room for three parsed huge rule sets (each ~6 MB: the body plus 18 002 rules)
+    one = 512 + charged_size(bodies[0], AgentRules(bodies[0], None, "Scrapy"))
+    assert one > 18_000 * 320
+    limit = 3 * one + 1000
     mw = make(web, IRL_ROBOTS_MEMORY_BYTES=limit)
     for i in range(12):
         assert outcome(mw, f"http://h{i}.test/private/x") == "Forbidden by robots.txt"
@@ -334,8 +339,9 @@ def test_identical_bodies_share_one_parse(make):
     assert parses == [len(body), len(RULES)]
     assert mw.cache.distinct_rule_sets == 2
     assert stat(mw, "irl_robots/cache/shared_rules") == 49
-    single = 2048 + 16 * len(body)
-    assert mw.cache.held_bytes < single + 2048 + 16 * len(RULES) + 51 * 512 + 1
+    sizes = sorted(shared.size for shared in mw.cache._shared.values())
+    assert mw.cache.held_bytes == sum(sizes) + 51 * 512  # the big body is charged once
+    assert sizes[-1] >= len(body) + 5_001 * 320
 
 
 def test_byte_accounting_returns_to_zero_after_evictions(make):
@@ -346,8 +352,24 @@ def test_byte_accounting_returns_to_zero_after_evictions(make):
     for i in range(40):
         assert outcome(mw, f"http://h{i}.test/p{i % 3}/x") == "Forbidden by robots.txt"
         held = {cached.digest for cached in mw.cache._lru.values()}
-        expected = 512 * len(mw.cache) + sum(
-            2048 + 16 * len(mw.cache._shared[d].body) for d in held
-        )
+        expected = 512 * len(mw.cache) + sum(mw.cache._shared[d].size for d in held)
         assert mw.cache.held_bytes == expected
         assert set(mw.cache._shared) == held
+
+
+def test_protego_bodies_are_reduced_to_our_group_unless_switched_off(make, tmp_path):
+    """A file naming many agents costs one copy of our group's rules, not one per agent."""
+    agents = b"".join(b"User-agent: bot%d\n" % i for i in range(300))
+    body = agents + b"User-agent: *\n" + b"".join(b"Disallow: /s%d/\n" % i for i in range(2_000))
+    web = FakeWeb({"http://a.test/robots.txt": (200, body)})
+    mw = make(web)
+    assert outcome(mw, "http://a.test/s5/x") == "Forbidden by robots.txt"
+    assert outcome(mw, "http://a.test/t/x") == "allowed"
+    rules = mw.cache.get("http://a.test").rules
+    assert isinstance(rules, AgentRules) and rules.kept_lines == 1 + 2_000
+    assert mw.cache.held_bytes == 512 + len(body) + 2048 + 2_000 * 320 + 2048  # "*" line: 2048
+    for settings in ({"IRL_ROBOTS_REDUCE": False},
+                     {"ROBOTSTXT_PARSER": "scrapy.robotstxt.PythonRobotParser"}):  # fmt: skip
+        whole = make(web, IRL_HOSTS_DIR=str(tmp_path / f"h{len(settings)}{len(str(settings))}"), **settings)
+        assert outcome(whole, "http://a.test/s5/x") == "Forbidden by robots.txt"
+        assert not isinstance(whole.cache.get("http://a.test").rules, AgentRules)
