@@ -440,12 +440,15 @@ class IrlScheduler:
 
     def _route_held(self, now: float) -> None:
         """Held items whose retry is due go back towards their host (DNS, robots.txt)."""
-        for host in [h for h, due in self._held_due.items() if due <= now]:
+        due = [h for h, when in self._held_due.items() if when <= now]
+        for host in due:
             del self._held_due[host]
             items = self._held.pop(host, [])
             self._waiting -= len(items)
             for item in items:
                 self._route(item, host)
+        if due:
+            self._wake_engine()
 
     def _add_host(self, name: str, ip: str, crawl_delay: float | None) -> Host:
         """Put a resolved host in the politeness table, its delays from its PLD's budget."""
