@@ -9,7 +9,10 @@ The spider follows every link; start URLs are filtered like any link; ``again`` 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import scrapy
@@ -63,6 +66,23 @@ def run_and_print_stats(spider_cls: type[scrapy.Spider], settings: dict[str, Any
     process.start()
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))}
     print("STATS " + json.dumps(stats))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def crawl_in_subprocess(
+    config: dict[str, Any], timeout: float = 120
+) -> tuple[dict[str, Any], str]:
+    """Run this module on ``config`` in a new process; its stats and its log (stderr)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.crawl_runner", json.dumps(config)],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("STATS ")][-1]
+    return json.loads(line[6:]), proc.stderr
 
 
 def main() -> None:

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +13,8 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_irl import Addon
 from scrapy_irl.dupefilter import DrumDupeFilter
+from tests.crawl_runner import crawl_in_subprocess
 from tests.loopback_site import loopback_site
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_filter(**settings: object) -> DrumDupeFilter:
@@ -133,14 +128,7 @@ STOCK_SCHEDULER = "scrapy.core.scheduler.Scheduler"
 
 
 def crawl(config: dict) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.crawl_runner", json.dumps(config)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [l for l in proc.stdout.splitlines() if l.startswith("STATS ")][-1]
-    return json.loads(line[6:])
+    return crawl_in_subprocess(config)[0]
 
 
 @pytest.mark.slow

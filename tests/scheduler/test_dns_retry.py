@@ -6,28 +6,12 @@ whose first lookup fails (a resolver hiccup) and one that never resolves.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.crawl_runner import crawl_in_subprocess as crawl
 from tests.loopback_site import loopback_site
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def crawl(config: dict) -> tuple[dict, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.crawl_runner", json.dumps(config)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [x for x in proc.stdout.splitlines() if x.startswith("STATS ")][-1]
-    return json.loads(line[6:]), proc.stderr
 
 
 @pytest.mark.slow

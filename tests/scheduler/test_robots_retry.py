@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.crawl_runner import crawl_in_subprocess as crawl
 from tests.loopback_site import _Handler, _Server, serving
-from tests.scheduler.test_dns_retry import crawl
 
 RULES = b"User-agent: *\nDisallow: /page/3\n"
 
