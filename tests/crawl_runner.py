@@ -3,7 +3,8 @@
     python -m tests.crawl_runner '{"start": [...], "settings": {...}, "again": [...]}'
 
 The spider follows every link; start URLs are filtered like any link; ``again`` URLs are requested once more with
-``dont_filter=True`` from the first response; ``unfiltered`` start URLs are requested with ``dont_filter=True``.
+``dont_filter=True`` from the first response; ``unfiltered`` start URLs are requested with ``dont_filter=True``;
+``in_ram`` start URLs likewise, with a lambda callback, which cannot be serialized: the IRL scheduler keeps them in RAM.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ class FollowSpider(scrapy.Spider):
     name = "follow"
 
     def __init__(self, start: list[str], again: list[str], unfiltered: list[str] | None = None,
-                 **kwargs: object) -> None:  # fmt: skip
+                 in_ram: list[str] | None = None, **kwargs: object) -> None:  # fmt: skip
         super().__init__(**kwargs)
         self.start_urls = start
         self.again = again
         self.unfiltered = unfiltered or []
+        self.in_ram = in_ram or []
         self.links = LinkExtractor()
 
     async def start(self):
@@ -38,6 +40,8 @@ class FollowSpider(scrapy.Spider):
             yield scrapy.Request(url)
         for url in self.unfiltered:
             yield scrapy.Request(url, dont_filter=True)
+        for url in self.in_ram:
+            yield scrapy.Request(url, dont_filter=True, callback=lambda response: None)
 
     def parse(self, response):
         for url in self.again:
@@ -89,7 +93,8 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     run_and_print_stats(FollowSpider, config.get("settings", {}),
                         start=config["start"], again=config.get("again", []),
-                        unfiltered=config.get("unfiltered", []))  # fmt: skip
+                        unfiltered=config.get("unfiltered", []),
+                        in_ram=config.get("in_ram", []))  # fmt: skip
 
 
 if __name__ == "__main__":

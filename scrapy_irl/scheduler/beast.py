@@ -10,7 +10,8 @@ intervals, and nothing is discarded for budget reasons. When every queue is empt
 cycle is fast-forwarded, and the split of Q_F starts at its smallest k, so the crawl
 always progresses. A record whose host or IP cannot take more work for a while is
 *parked* (:meth:`Beast.park`): kept on disk, out of :meth:`Beast.pop`'s reach, until the
-caller's next :meth:`Beast.unpark`.
+caller's next :meth:`Beast.unpark`. Records outside the budgets (``dont_filter``
+requests, and RAM saved at a graceful stop) go to the *front* queue, read first.
 
 On disk (``directory``): one append-only file per queue, ``q<id>.beast``, of CRC-framed
 batches (see :mod:`scrapy_irl.drum.records`), each entry ``<B_x u32><P_x u32><record>``;
@@ -48,6 +49,8 @@ from scrapy_irl.exceptions import DrumCorruptionError, FrontierCorruptionError
 MAGIC = b"BQE1"
 STATE_VERSION = 1
 _ENTRY = struct.Struct("<II")
+#: A fully read front queue whose file has reached this size is replaced by a new one.
+FRONT_ROTATE_BYTES = 4 * 1024 * 1024
 
 Token = tuple[int, int, int]  # queue id, frame offset, index in frame
 Rebudget = Callable[[bytes], "int | None"]
@@ -239,6 +242,7 @@ class Beast:
         self.rescans = 0
         self.placed_in_qf = 0
         self.requeued = 0
+        self.front_pushed = 0
         self.parked_total = 0
         self._queues: dict[int, _Queue] = {}
         self._draining: list[_Queue] = []
@@ -405,6 +409,26 @@ class Beast:
         self.requeued += 1
         self._append(self.front, _ENTRY.pack(1, 0) + record)
 
+    def push_front(self, record: bytes) -> None:
+        """Queue a record outside the budgets (``dont_filter``: retries, start URLs).
+
+        On disk like every other record, so a flood of them does not grow RAM and a
+        kill -9 loses none older than the write-out window; read before the ring.
+        """
+        self.front_pushed += 1
+        self._append(self.front, _ENTRY.pack(1, 0) + record)
+
+    def _rotate_front(self) -> None:
+        """Retire a fully read front queue once its file is large, so it cannot grow forever.
+
+        The front queue is appended to while it is read (records pushed with
+        :meth:`push_front`); like any retired queue, its file is deleted once no record
+        read from it is still held in RAM.
+        """
+        if self.front.exhausted and self.front.read_offset >= FRONT_ROTATE_BYTES:
+            self._draining.append(self.front)
+            self.front = self._new_queue()
+
     def _append(self, queue: _Queue, entry: bytes) -> None:
         queue.append(entry)
         if queue.buffer_bytes >= self.buffer_bytes:
@@ -416,6 +440,7 @@ class Beast:
         got = self.front.pop()
         if got is not None:
             return got[0][_ENTRY.size :], got[1]
+        self._rotate_front()
         while self._resumed:  # records a previous run took but never finished: first
             got = self._resumed[0].pop()
             if got is not None:
@@ -519,7 +544,8 @@ class Beast:
     def stats(self) -> dict[str, int]:
         out = {"j": self.j, "current": self.current + 1, "qf": self.qf.size, "queued": len(self),
                "rescans": self.rescans, "placed_in_qf": self.placed_in_qf,
-               "parked": self.parked.size, "parked_total": self.parked_total}  # fmt: skip
+               "parked": self.parked.size, "parked_total": self.parked_total,
+               "front": self.front.size, "front_pushed": self.front_pushed}  # fmt: skip
         for i, queue in enumerate(self.ring):
             out[f"q{i + 1}"] = queue.size
         return out

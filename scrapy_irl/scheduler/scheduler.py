@@ -140,6 +140,7 @@ class IrlScheduler:
         self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL")
         self.idle_sample_interval = config.getfloat(settings, "IRL_IDLE_SAMPLE_INTERVAL")
         self.handouts = 0
+        self.ram_peak = 0  # most requests in RAM at once (lazy loading bounds it)
         self.idle = IdleMeter(self._work_due, self._downloader_free, lambda: self.handouts,
                               active=self._engine_running, clock=self.clock)  # fmt: skip
         self._idle_loop: task.LoopingCall | None = None
@@ -222,6 +223,9 @@ class IrlScheduler:
             self._idle_loop = task.LoopingCall(self._sample_idle)
             self._idle_loop.start(self.idle_sample_interval, now=False)
         self._warn_about_fighting_settings(settings)
+        # Records parked by an earlier run waited for host queues that are gone now:
+        # readable at once rather than after IRL_RAM_BACKLOG_SECONDS.
+        self.beast.unpark()
         pending = self.urlseen.pending_tuples + len(self.beast)
         if pending:
             logger.info(
@@ -335,20 +339,24 @@ class IrlScheduler:
             src_host = (_url_parts(source).hostname or "").lower()
             if src_host:
                 self.star.record_link(src_host, host)
-        if request.dont_filter:
-            # Not filtered, but remembered: a later ordinary link to it is a duplicate.
-            self.counts["dont_filter"] += 1
-            fingerprint = self._fingerprint(request)
-            self.urlseen.update(key_of(fingerprint))
-            self._route(request, host)
-            return True
         try:
             record = pack_record(request.url, self.codec.encode(request))
         except ValueError:
             self.stats.inc_value("scheduler/unserializable")
+            if request.dont_filter:
+                self.counts["dont_filter"] += 1
             self._route(request, host)  # kept in RAM, like Scrapy's scheduler does
+            self._note_ram_peak()
             return True
         fingerprint = self._fingerprint(request)
+        if request.dont_filter:
+            # Not filtered, but remembered: a later ordinary link to it is a duplicate.
+            # Outside the budgets, yet on disk like the rest (start URLs can be millions,
+            # and a retry must survive a kill -9): BEAST's front queue, read first.
+            self.counts["dont_filter"] += 1
+            self.urlseen.update(key_of(fingerprint))
+            self.beast.push_front(record)
+            return True
         self.urlseen.check_update(key_of(fingerprint), None, record)
         return True
 
@@ -512,7 +520,7 @@ class IrlScheduler:
         of it would only sit in RAM, crowding out the hosts and IPs that could be crawled
         meanwhile (a spam farm's fresh subdomains on a few IPs, a large site at a long
         tau_h). Parked records come back every IRL_RAM_BACKLOG_SECONDS. Requests that are
-        not BEAST records (retries, dont_filter) are never parked.
+        not BEAST records (unserializable ones) are never parked.
         """
         if not self.backlog_seconds or not isinstance(item, Held):
             return False
@@ -705,6 +713,10 @@ class IrlScheduler:
             record, token = got
             host = (_url_parts(record_url(record)).hostname or "").lower()
             self._route(Held(record, token), host)
+        self._note_ram_peak()
+
+    def _note_ram_peak(self) -> None:
+        self.ram_peak = max(self.ram_peak, self._ram_items())
 
     def _ram_items(self) -> int:
         return len(self.polite) + self._waiting
@@ -828,6 +840,7 @@ class IrlScheduler:
         s(f"{STAT}/urlseen_pending", self.urlseen.pending_tuples)
         s(f"{STAT}/urlseen_merges", self.urlseen.stats.merges)
         s(f"{STAT}/ram_requests", self._ram_items())
+        s(f"{STAT}/ram_requests_peak", self.ram_peak)
         s(f"{STAT}/hosts_in_ram", len(self.polite.hosts))
         s(f"{STAT}/dns_waiting_hosts", len(self._dns_wait))
         s(f"{STAT}/held_hosts", len(self._held))

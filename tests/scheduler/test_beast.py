@@ -276,3 +276,41 @@ def test_parked_and_unparked_queues_survive_a_kill(tmp_path):
     assert sorted(p.name for p in tmp_path.glob("q*.beast")) == sorted(
         q.path.name for q in again._queues.values()
     )  # read-out queues are retired, not left behind
+
+
+def test_front_pushes_are_read_first_while_being_appended_and_survive_a_kill(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"ring", 1, 0)
+    beast.push_front(b"start1")
+    beast.push_front(b"start2")
+    first = beast.pop()
+    assert first[0] == b"start1"  # read before the ring, buffered entries included
+    beast.push_front(b"retry")  # appended while the front queue is being read
+    assert beast.pop()[0] == b"start2"
+    beast.save()
+    del beast  # kill -9: start1 and start2 are still owed, retry was saved
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert drain(again) == ["start1", "start2", "retry", "ring"]
+    assert again.stats()["front_pushed"] == 0  # a per-run counter
+
+
+def test_read_out_front_queue_is_rotated_and_its_file_removed(tmp_path, monkeypatch):
+    import scrapy_irl.scheduler.beast as beast_module
+
+    monkeypatch.setattr(beast_module, "FRONT_ROTATE_BYTES", 1024)
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    old_front = beast.front.path
+    for i in range(50):
+        beast.push_front(b"r%02d" % i + b"x" * 40)
+    taken = [beast.pop() for _ in range(50)]
+    assert beast.pop() is None  # read out: the front queue is replaced
+    assert beast.front.path != old_front
+    beast.push_front(b"new")
+    beast.save()
+    assert old_front.exists()  # its records are still held in RAM
+    for got in taken:
+        beast.done(got[1])
+    beast.save()
+    assert not old_front.exists()
+    assert drain(beast) == ["new"]
+    assert beast.stats()["front_pushed"] == 51

@@ -68,6 +68,7 @@ def test_unreachable_robots_txt_keeps_urls_until_retries_run_out(tmp_path: Path)
         stats, _ = crawl({
             "start": [f"{flaky.base_url}/page/1", f"{down.base_url}/page/1"],
             "unfiltered": [f"{flaky.base_url}/page/5", f"{down.base_url}/page/5"],
+            "in_ram": [f"{flaky.base_url}/page/8", f"{down.base_url}/page/8"],
             "settings": _settings(tmp_path, retries=2),
         })  # fmt: skip
     # The origin that recovered: every allowed page (6 and 7 are linked from 3 only),
@@ -77,15 +78,16 @@ def test_unreachable_robots_txt_keeps_urls_until_retries_run_out(tmp_path: Path)
         f"/page/{n}" for n in range(10) if n not in (3, 6, 7)
     }
     assert flaky.order[:2] == ["/robots.txt", "/robots.txt"]
-    # The origin that stayed down: asked 1 + 2 times, never crawled, its 2 URLs dropped.
+    # The origin that stayed down: asked 1 + 2 times, never crawled, its 3 URLs dropped.
     assert down.hits["/robots.txt"] == 3
     assert set(down.order) == {"/robots.txt"}
-    assert stats["irl_robots/unreachable_dropped"] == 2
-    # Kept: flaky's 2 URLs once; down's 2 URLs after each of its first two failures, and
-    # again whenever a parked one came back before the back-off was over. The start URLs
-    # are BEAST records (parked on disk), the unfiltered ones are not (held in RAM).
-    assert stats["irl_sched/robots_retry_parked"] >= 1 + 2
+    assert stats["irl_robots/unreachable_dropped"] == 3
+    # Kept: flaky's URLs once; down's after each of its first two failures, and again
+    # whenever a parked one came back before the back-off was over. Start URLs, filtered
+    # or not, are BEAST records (parked on disk); the unserializable ones are held in RAM.
+    assert stats["irl_sched/robots_retry_parked"] >= 2 * (1 + 2)
     assert stats["irl_sched/robots_retry_held"] >= 1 + 2
+    assert stats["irl_sched/beast/front_pushed"] == 2  # the two serializable dont_filter
     assert stats["robotstxt/forbidden"] == 1  # /page/3 on the recovered origin
     assert stats["irl_sched/held_hosts"] == 0
     assert stats["finish_reason"] == "finished"
