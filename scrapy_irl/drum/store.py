@@ -148,6 +148,10 @@ class Drum:
     ``value_dtype`` fixes the value size (None: no values). ``merge`` combines an old and
     a new value on update (None: overwrite). ``on_results`` receives each bucket's
     :class:`DrumBatch` after a merge commits; without it results are not kept.
+    ``before_ack`` is called once an epoch's results were all handed over and before the
+    epoch is acknowledged (its results deleted): a consumer that buffers what it got
+    writes it out there, so a kill between the two repeats the delivery instead of
+    losing it.
     ``sync_index`` enables :meth:`contains` / :meth:`check_update_sync`, which need the
     keys pending in buckets in RAM (8 bytes each, bounded by k * r).
     """
@@ -165,6 +169,7 @@ class Drum:
         store_aux: bool = True,
         sync_index: bool = False,
         on_results: ResultsCallback | None = None,
+        before_ack: Callable[[], None] | None = None,
         flush_interval: float = 1.0,
         fsync: bool = True,
         verify_on_open: bool = True,
@@ -187,6 +192,7 @@ class Drum:
         self.store_aux = store_aux
         self.sync_index = sync_index
         self.on_results = on_results
+        self.before_ack = before_ack
         self.flush_interval = flush_interval
         self.fsync = fsync
         self.auto_merge = auto_merge
@@ -659,6 +665,8 @@ class Drum:
             while self._manifest.pending_delivery:
                 epoch = self._manifest.pending_delivery[0]
                 delivered += self._deliver_epoch(epoch)
+                if self.before_ack is not None:
+                    self.before_ack()  # the consumer makes what it got durable first
                 self._manifest.pending_delivery.remove(epoch)
                 write_manifest(self.path, self._manifest, fsync=self.fsync)
                 for bucket in self._make_buckets(epoch):

@@ -27,6 +27,7 @@ checksum raises :class:`~scrapy_irl.exceptions.FrontierCorruptionError`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import struct
 import zlib
@@ -52,6 +53,8 @@ _ENTRY = struct.Struct("<II")
 #: A fully read front queue whose file has reached this size is replaced by a new one.
 FRONT_ROTATE_BYTES = 4 * 1024 * 1024
 
+logger = logging.getLogger(__name__)
+
 Token = tuple[int, int, int]  # queue id, frame offset, index in frame
 Rebudget = Callable[[bytes], "int | None"]
 
@@ -76,6 +79,7 @@ class _Queue:
         )  # (frame offset, index) finished past the cursor
         self.outstanding: OrderedDict[tuple[int, int], None] = OrderedDict()
         self.size = 0  # entries written and not yet read
+        self.unsynced = False  # written since the last fsync
         self.torn_bytes = 0
         if self.path.exists():
             self._recover()
@@ -118,6 +122,7 @@ class _Queue:
         with open(self.path, "ab") as handle:
             handle.write(frame)
         self.buffer, self.buffer_bytes = [], 0
+        self.unsynced = True
         return len(frame)
 
     def _load_frame(self) -> bool:
@@ -149,7 +154,10 @@ class _Queue:
                 index = self.frame_index
                 self.frame_index += 1
                 if self._skipped(self.frame_offset, index):
-                    self.finished.discard((self.frame_offset, index))
+                    if not self.outstanding:
+                        # The mark is below any cursor from now on. With an older entry
+                        # still owed, the cursor stays before it and the mark must stay.
+                        self.finished.discard((self.frame_offset, index))
                     continue
                 self.size -= 1
                 key = (self.frame_offset, index)
@@ -192,10 +200,15 @@ class _Queue:
         """(frame offset, skip index, finished entries past it) to resume from."""
         if self.outstanding:
             offset, index = next(iter(self.outstanding))
-            return offset, index, sorted(self.finished)
-        if self.frame_index < len(self.frame):
-            return self.frame_offset, self.frame_index, sorted(self.finished)
-        return self.read_offset, 0, sorted(self.finished)
+        elif self.frame_index < len(self.frame):
+            offset, index = self.frame_offset, self.frame_index
+        elif self.read_offset == self._first_offset:
+            # Restored and not read since: the first frame's finished entries still count
+            # (dropping them made a second kill re-read, and re-fetch, those entries).
+            offset, index = self.read_offset, self.skip_index
+        else:
+            offset, index = self.read_offset, 0
+        return offset, index, sorted(f for f in self.finished if f >= (offset, index))
 
     def done(self, offset: int, index: int) -> None:
         self.outstanding.pop((offset, index), None)
@@ -302,8 +315,15 @@ class Beast:
         self._next_id = state["next_id"]
         cursors = state["cursors"]
 
-        def load(qid: int) -> _Queue:
+        def load(qid: int, retired: bool = False) -> _Queue:
             offset, skip, finished = cursors.get(str(qid), (0, 0, []))
+            path = self.directory / f"q{qid:08d}.beast"
+            if retired and offset and (not path.exists() or path.stat().st_size == 0):
+                # A read-out queue deleted after a commit that still named it (the order
+                # of earlier versions): nothing in it is owed.
+                logger.warning("BEAST queue %s was deleted after being read out; resuming "
+                               "without it", path)  # fmt: skip
+                offset, skip, finished = 0, 0, []
             queue = _Queue(self.directory, qid, read_at=offset, skip_index=skip,
                            finished={(int(f[0]), int(f[1])) for f in finished})  # fmt: skip
             self._queues[qid] = queue
@@ -315,7 +335,7 @@ class Beast:
         self.front = load(state["front"])
         self.parked = load(state["parked"]) if "parked" in state else self._new_queue()
         self._returning = [load(q) for q in state.get("returning", [])]
-        self._draining = [load(q) for q in state["draining"]]
+        self._draining = [load(q, retired=True) for q in state["draining"]]
         # Retired queues still owing records (held in RAM when the last run stopped).
         self._resumed = [q for q in self._draining if q.size > 0]
         self.rescans = state.get("rescans", 0)
@@ -327,16 +347,29 @@ class Beast:
                 path.unlink()
 
     def save(self) -> None:
-        """Write buffered entries, then commit STATE atomically (call at least every second)."""
+        """Write buffered entries, then commit STATE atomically (call at least every second).
+
+        Retired queues that are read out and owe nothing leave STATE in this commit and
+        their files are deleted after it: a STATE never names a deleted file (deleting
+        before a commit that still named it let a kill between the two leave a STATE
+        pointing into a missing queue).
+        """
+        retired = [q for q in self._draining if not q.outstanding and q.exhausted]
+        for queue in retired:
+            self._draining.remove(queue)
+            del self._queues[queue.qid]
         for queue in self._queues.values():
             queue.write_buffer()
         if self.fsync:
             for queue in self._queues.values():
+                if not queue.unsynced:
+                    continue  # nothing written since its last fsync
                 fd = os.open(queue.path, os.O_RDONLY)
                 try:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
+                queue.unsynced = False
         body = {
             "version": STATE_VERSION,
             "next_id": self._next_id,
@@ -365,9 +398,7 @@ class Beast:
         os.replace(tmp, self._state_path())
         if self.fsync:
             fsync_directory(self.directory)
-        for queue in [q for q in self._draining if not q.outstanding and q.exhausted]:
-            self._draining.remove(queue)
-            del self._queues[queue.qid]
+        for queue in retired:
             queue.delete()
 
     sync = save

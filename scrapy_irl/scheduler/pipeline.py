@@ -58,6 +58,7 @@ def build_star_and_beast(
             "verify_on_open": config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),
         },
         cache_entries=config.getint(settings, "IRL_STAR_CACHE_ENTRIES"),
+        on_durable=beast.save,
     )
     star_holder.append(star)
     return star, beast

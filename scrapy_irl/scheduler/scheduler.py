@@ -193,6 +193,9 @@ class IrlScheduler:
             merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES"),
             store_aux=True,
             on_results=self._on_urlseen_results,
+            # URLs handed to STAR sit in its RAM buffers until written out; URLseen must
+            # not forget its results before they are on disk (a kill would lose them).
+            before_ack=lambda: self.star.write_out(),
             flush_interval=self.flush_interval,
             fsync=fsync,
             verify_on_open=config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),

@@ -59,6 +59,7 @@ class Star:
         drum_options: dict[str, Any] | None = None,
         cache_entries: int = 100_000,
         top_entries: int = 1000,
+        on_durable: Callable[[], None] | None = None,
     ) -> None:
         options = {
             "buckets": 4,
@@ -75,15 +76,18 @@ class Star:
         self.links_seen = 0
         self.new_edges = 0
         self.admitted = 0
-        self.edges = Drum(
-            path / "pld_edges", store_aux=True, on_results=self._on_edges, **options
-        )
+        # Acknowledging a delivered epoch deletes its results, so what they produced must
+        # be on disk first: new edges' degree updates in pld_indegree's bucket files, and
+        # admitted URLs in BEAST (``on_durable``, BEAST's save).
+        self.edges = Drum(path / "pld_edges", store_aux=True, on_results=self._on_edges,
+                          before_ack=self._edges_durable, **options)  # fmt: skip
         self.plds = Drum(
             path / "pld_indegree",
             value_dtype="<u8",
             merge=_add,
             store_aux=True,
             on_results=self._on_plds,
+            before_ack=on_durable,
             **options,
         )
 
@@ -104,6 +108,9 @@ class Star:
         self.plds.check_update(hash64(pld), ADMIT_ONE.tobytes(), aux)
 
     # -- DRUM results ----------------------------------------------------------------------
+    def _edges_durable(self) -> None:
+        self.plds.write_out()
+
     def _on_edges(self, batch: Any) -> None:
         for i in np.flatnonzero(batch.unique):
             self.new_edges += 1

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""kill -9 a JOBDIR crawl of simweb again and again: does each restart resume, and what
+does a kill cost? Stock Scrapy and scrapy-irl, the same kill schedule.
+
+    python benchmarks/kill_resume.py                      # 8 kills, small web, both
+    python benchmarks/kill_resume.py --kills 14 --only irl
+
+For each crawler: one simweb server process, then ``--kills`` crawls with the same
+``JOBDIR``, each killed with SIGKILL after a random 3-14 s (seeded, so both crawlers get
+the same schedule), then one last crawl that runs ``--last`` seconds and closes normally.
+Printed per crawler: restarts that resumed (or were refused: exited with an error before
+the kill), distinct pages at the end, and every page fetched again after a kill,
+classified by how long before the kill its earlier fetch ended:
+
+* ``<= 1.5 s``: requests in flight at the kill and the 1 s write-out window (allowed);
+* start URLs: ``dont_filter`` seeds, which Scrapy's ``start()`` yields again at each start;
+* retries: the earlier fetch failed (a retried status or a timeout) and its retry was due;
+* older: pages the restart should have known were done (0 is the goal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.baseline_stock import BROAD_CRAWL
+from scrapy_irl.simweb.log import read_log
+from scrapy_irl.simweb.model import web_for
+from scrapy_irl.simweb.report import load_config
+from tests.scheduler.simweb_process import simweb_server, spider_command
+
+IRL = {
+    "ADDONS": {"scrapy_irl.Addon": 0}, "ROBOTSTXT_OBEY": True, "DOWNLOAD_TIMEOUT": 5,
+    "IRL_HOST_DELAY": 1.0, "IRL_HOST_DELAY_MIN": 0.3, "IRL_IP_DELAY": 0.3,
+    "IRL_IP_DELAY_MIN": 0.1, "LOG_LEVEL": "INFO",
+}  # fmt: skip
+SEEDS = 10  # benchmarks/simweb_spider.py's default --seeds
+WINDOW = 1.5  # seconds before a kill: in flight, or inside the 1 s write-out window
+RETRIED = {408, 429, 500, 502, 503, 504, 522, 524}  # Scrapy's RETRY_HTTP_CODES
+TIMEOUT = 5.0  # DOWNLOAD_TIMEOUT of both crawls here
+
+
+def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    rng = random.Random(args.seed)
+    (work / name).mkdir(parents=True)
+    job = work / name / "job"
+    settings = {**settings, "JOBDIR": str(job), "IRL_HOSTS_DIR": str(work / name / "hosts"),
+                "CONCURRENT_REQUESTS": args.concurrency, "CLOSESPIDER_TIMEOUT": 3600}  # fmt: skip
+    kills: list[float] = []
+    resumed = refused = 0
+    with simweb_server(work / name, size=args.size, duration=3600) as (cfg, log):
+        seeds = {(urlsplit(u).hostname, urlsplit(u).path or "/")
+                 for u in web_for(load_config(cfg)).seed_urls(SEEDS)}  # fmt: skip
+        for round_ in range(args.kills + 1):
+            last = round_ == args.kills
+            run_settings = {**settings, "CLOSESPIDER_TIMEOUT": args.last} if last else settings
+            err = work / name / f"stderr{round_}.log"
+            with open(err, "w") as handle:
+                proc = subprocess.Popen(spider_command(cfg, run_settings), cwd=ROOT,
+                                        stdout=subprocess.DEVNULL, stderr=handle)  # fmt: skip
+                if last:
+                    proc.wait(args.last + 120)
+                else:
+                    deadline = time.monotonic() + rng.uniform(3, 14)
+                    while time.monotonic() < deadline and proc.poll() is None:
+                        time.sleep(0.05)
+                    if proc.poll() is None:
+                        os.kill(proc.pid, signal.SIGKILL)
+                        kills.append(time.time())
+                    proc.wait(30)
+            text = err.read_text(errors="replace")
+            if round_:
+                resumed += "Resuming crawl" in text
+            if proc.returncode not in (0, -signal.SIGKILL):
+                refused += 1
+        time.sleep(1.0)  # the server flushes its log every few hundred ms
+        _, records = read_log(log)
+    records.sort(key=lambda r: r.start)
+    fetches: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for record in records:
+        if not record.target.startswith("/robots.txt"):
+            fetches[(record.host, record.target)].append(record)
+    window = start_urls = retries = older = 0
+    for (host, target), seen in fetches.items():
+        for before, after in pairwise(seen):
+            crossed = [k for k in kills if before.start < k < after.start]
+            if not crossed:
+                continue  # a retry or redirect within one run, not a cost of the kill
+            if crossed[0] - (before.start + before.duration) <= WINDOW:  # ended late
+                window += 1
+            elif (host, target) in seeds:
+                start_urls += 1
+            elif before.status in RETRIED or before.duration >= TIMEOUT:
+                retries += 1  # RetryMiddleware's retry of a failed fetch, pending at the kill
+            else:
+                older += 1
+                if args.show:
+                    print(f"{name}: {host}{target} started {crossed[0] - before.start:.1f} s "
+                          f"before a kill (status {before.status}), again after it",
+                          file=sys.stderr)  # fmt: skip
+    return {"kills": len(kills), "resumed": resumed, "refused": refused, "requests": len(records),
+            "pages": len(fetches), "refetched_window": window, "refetched_start_urls": start_urls,
+            "refetched_retries": retries, "refetched_older": older}  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kills", type=int, default=8)
+    p.add_argument("--last", type=int, default=20, help="seconds of the last, unkilled crawl")
+    p.add_argument("--size", default="small")
+    p.add_argument("--seed", type=int, default=1, help="kill schedule")
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--only", nargs="*", help="stock, irl")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--show", action="store_true", help="list the older re-fetches")
+    args = p.parse_args()
+    plan = {"stock": {**BROAD_CRAWL, "DOWNLOAD_TIMEOUT": TIMEOUT}, "irl": IRL}
+    work = Path(tempfile.mkdtemp(prefix="kill-resume-"))
+    results = {}
+    try:
+        for name, settings in plan.items():
+            if args.only and name not in args.only:
+                continue
+            results[name] = run_one(name, settings, args, work)
+            print(f"{name}: {json.dumps(results[name])}", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    rows = [("kills", "kills"), ("restarts that resumed", "resumed"), ("restarts refused", "refused"),
+            ("requests", "requests"), ("distinct pages", "pages"),
+            (f"re-fetched: in flight or done <= {WINDOW} s before", "refetched_window"),
+            ("re-fetched: start URLs", "refetched_start_urls"),
+            ("re-fetched: retries of failed fetches", "refetched_retries"),
+            ("re-fetched: older (goal 0)", "refetched_older")]  # fmt: skip
+    names = list(results)
+    print(f"{'':<48}" + "".join(f"{n:>12}" for n in names))
+    for label, key in rows:
+        print(f"{label:<48}" + "".join(f"{results[n][key]:>12}" for n in names))
+
+
+if __name__ == "__main__":
+    main()

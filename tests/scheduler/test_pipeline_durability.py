@@ -1,0 +1,75 @@
+"""URLseen -> STAR -> BEAST: a kill right after a delivery loses nothing.
+
+Each DRUM forgets an epoch's results once it acknowledged them; the next stage holds what
+it got in RAM buffers for up to a second. Unless that next stage is made durable first
+(``before_ack``), a kill between the two loses URLs enqueued long before the kill. The
+crawl runs in a child process that ends with ``os._exit`` (no close, no flush: a kill -9
+as far as files are concerned) right after the merges.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from scrapy.settings import Settings
+
+from scrapy_irl.drum import Drum
+from scrapy_irl.scheduler.codec import pack_record, record_url
+from scrapy_irl.scheduler.pipeline import build_star_and_beast
+
+ROOT = Path(__file__).resolve().parents[2]
+N = 300
+
+CHILD = f"""
+import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+from tests.scheduler.test_pipeline_durability import open_pipeline, url
+urlseen, star, beast = open_pipeline(sys.argv[1])
+for i in range({N}):
+    urlseen.check_update(i + 1, None, url(i))
+urlseen.merge()  # delivered to STAR, acknowledged
+star.flush()  # STAR delivered to BEAST, acknowledged
+os._exit(0)  # killed: nothing closed, no timed write-out or save after this
+"""
+
+
+def url(i: int) -> bytes:
+    return pack_record(f"http://h{i % 37}.example{i % 11}.com/p/{i}", b"request")
+
+
+def settings() -> Settings:
+    return Settings({"IRL_DRUM_FLUSH_INTERVAL": 3600})  # no timed write-outs
+
+
+def open_pipeline(path: str):
+    from urllib.parse import urlsplit
+
+    star, beast = build_star_and_beast(Path(path), settings(), fsync=False)
+
+    def to_star(batch):
+        for i in batch.unique.nonzero()[0]:
+            record = batch.aux(int(i))
+            star.admit(record, urlsplit(record_url(record)).hostname)
+
+    urlseen = Drum(Path(path) / "urlseen", store_aux=True, on_results=to_star,
+                   before_ack=star.write_out, flush_interval=3600, fsync=False)  # fmt: skip
+    return urlseen, star, beast
+
+
+def test_a_kill_right_after_the_merges_loses_no_url(tmp_path: Path):
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    urlseen.merge()
+    star.flush()
+    got = set()
+    for _ in range(10 * N):  # bounded
+        item = beast.pop()
+        if item is None:
+            break
+        got.add(record_url(item[0]))
+        beast.done(item[1])
+    assert got == {record_url(url(i)) for i in range(N)}
