@@ -72,3 +72,32 @@ def test_broad_reports_bad_seed_lines(tmp_path: Path) -> None:
     assert "line 3 is not an http(s) URL: 'not a url'" in proc.stderr
     assert "line 4 is not an http(s) URL" in proc.stderr
     assert "'broad/seeds_rejected': 2" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_resumed_jobdir_crawl_serves_simweb_on_the_same_port(tmp_path: Path) -> None:
+    """Every URL in a JOBDIR's frontier names simweb's port: a resumed run must reuse it
+    (it used to pick a new free port, so the resumed frontier pointed at nothing)."""
+    first = run_broad(tmp_path, "-s", "CLOSESPIDER_PAGECOUNT=30")
+    assert first.returncode == 0, first.stderr[-3000:]
+    port = int((tmp_path / "job" / "simweb.port").read_text())
+    assert f"on port {port};" in first.stderr
+    second = run_broad(tmp_path, "-s", "CLOSESPIDER_PAGECOUNT=60")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "Resuming crawl" in second.stderr
+    assert f"on port {port};" in second.stderr
+    assert "Connection was refused" not in second.stderr
+    # A port another program holds: a clear error, and the crawl stops at once.
+    import socket
+
+    from scrapy_irl.simweb.model import ip_address
+
+    with socket.socket() as holder:  # on simweb's first loopback address
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind((ip_address(0), port))
+        holder.listen()
+        third = run_broad(tmp_path)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert f"simweb cannot listen on port {port}" in third.stderr
+    assert "'finish_reason': 'simweb_unavailable'" in third.stderr
+    assert "Traceback" not in third.stderr

@@ -26,6 +26,15 @@ from w3lib.url import safe_url_string
 logger = logging.getLogger(__name__)
 
 
+def _read_port(path: Path) -> int | None:
+    """The simweb port an earlier run of this JOBDIR used, if it left a readable one."""
+    try:
+        port = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return port if 0 < port < 65536 else None
+
+
 def read_seeds(path: Path) -> tuple[list[str], list[tuple[int, str]]]:
     """Valid http(s) URLs of a seed file, and the (line number, text) of rejected lines."""
     from urllib.parse import urlsplit
@@ -80,7 +89,13 @@ class BroadSpider(scrapy.Spider):
 
     async def start(self) -> AsyncIterator[Any]:
         if self.use_simweb:
-            for url in self._start_simweb():
+            try:
+                seeds = self._start_simweb()
+            except RuntimeError as exc:  # its port is taken: a crawl without a web is useless
+                logger.error("%(error)s", {"error": exc})
+                self._close_soon("simweb_unavailable")
+                return
+            for url in seeds:
                 yield self._request(url)
         if self.seeds_path is not None:
             good, bad = read_seeds(self.seeds_path)
@@ -135,15 +150,42 @@ class BroadSpider(scrapy.Spider):
         from scrapy_irl import config as irl_config
 
         config = config_from_settings(self.crawler.settings)
+        port_file = self._simweb_port_file()
         if not irl_config.getint(self.crawler.settings, "IRL_SIMWEB_PORT"):
-            config = config.replace(port=0)  # any free port; a fixed one keeps origins stable
+            # Any free port; a resumed JOBDIR crawl needs the port of its first run, since
+            # every URL in its frontier names it.
+            saved = _read_port(port_file) if port_file is not None else None
+            config = config.replace(port=saved or 0)
         self.requests_log.unlink(missing_ok=True)
         self._simweb = contextlib.ExitStack()
-        self._running = self._simweb.enter_context(serve_in_thread(config, self.requests_log))
+        try:
+            self._running = self._simweb.enter_context(serve_in_thread(config, self.requests_log))
+        except OSError as exc:
+            self._simweb.close()
+            self._simweb = None
+            raise RuntimeError(
+                f"simweb cannot listen on port {config.port} ({exc}); the JOBDIR's frontier "
+                f"names that port ({port_file}). Free the port, or set IRL_SIMWEB_PORT."
+            ) from exc
+        if port_file is not None:
+            port_file.write_text(f"{self._running.port}\n")
         logger.info("simweb serves %(hosts)d addresses on port %(port)d; request log %(log)s",
                     {"hosts": len(self._running.server.addresses), "port": self._running.port,
                      "log": self.requests_log})
         return self._running.web.seed_urls(self.simweb_seeds)
+
+    def _close_soon(self, reason: str) -> None:
+        from scrapy.utils.defer import deferred_from_coro
+        from twisted.internet import reactor
+
+        engine = self.crawler.engine
+        reactor.callLater(0, lambda: deferred_from_coro(engine.close_spider_async(reason=reason)))  # type: ignore[attr-defined]
+
+    def _simweb_port_file(self) -> Path | None:
+        from scrapy.utils.job import job_dir
+
+        directory = job_dir(self.crawler.settings)
+        return Path(directory, "simweb.port") if directory else None
 
     def closed(self, reason: str) -> None:
         if self._simweb is None:
