@@ -102,7 +102,7 @@ def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work:
             crossed = [k for k in kills if before.start < k < after.start]
             if not crossed:
                 continue  # a retry or redirect within one run, not a cost of the kill
-            if crossed[0] - (before.start + before.duration) <= WINDOW:  # ended late
+            if crossed[0] - (before.start + before.duration) <= args.window:  # ended late
                 window += 1
             elif (host, target) in seeds:
                 start_urls += 1
@@ -129,6 +129,8 @@ def main() -> None:
     p.add_argument("--only", nargs="*", help="stock, irl")
     p.add_argument("--json", action="store_true")
     p.add_argument("--show", action="store_true", help="list the older re-fetches")
+    p.add_argument("--window", type=float, default=WINDOW,
+                   help="seconds before a kill counted as in flight or write-out window")  # fmt: skip
     args = p.parse_args()
     plan = {"stock": {**BROAD_CRAWL, "DOWNLOAD_TIMEOUT": TIMEOUT}, "irl": IRL}
     work = Path(tempfile.mkdtemp(prefix="kill-resume-"))
@@ -146,7 +148,7 @@ def main() -> None:
         return
     rows = [("kills", "kills"), ("restarts that resumed", "resumed"), ("restarts refused", "refused"),
             ("requests", "requests"), ("distinct pages", "pages"),
-            (f"re-fetched: in flight or done <= {WINDOW} s before", "refetched_window"),
+            (f"re-fetched: in flight or done <= {args.window} s before", "refetched_window"),
             ("re-fetched: start URLs", "refetched_start_urls"),
             ("re-fetched: retries of failed fetches", "refetched_retries"),
             ("re-fetched: older (goal 0)", "refetched_older")]  # fmt: skip
