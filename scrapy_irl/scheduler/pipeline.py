@@ -1,4 +1,4 @@
-"""Build STAR and BEAST for a scheduler from ``IRL_*`` settings, wired to each other."""
+"""Build URLseen, STAR and BEAST for a scheduler from ``IRL_*`` settings, wired to each other."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 from scrapy.utils.misc import load_object
 
 from scrapy_irl import config
+from scrapy_irl.drum import Drum
+from scrapy_irl.drum.store import ResultsCallback
 from scrapy_irl.scheduler.beast import Beast
 from scrapy_irl.scheduler.budget import KINDS, BudgetPolicy
 from scrapy_irl.scheduler.codec import record_url
@@ -62,3 +64,27 @@ def build_star_and_beast(
     )
     star_holder.append(star)
     return star, beast
+
+
+def build_urlseen(
+    path: Path, settings: Any, star: Star, on_results: ResultsCallback, *, fsync: bool
+) -> Drum:
+    """URLseen, whose unique URLs ``on_results`` hands to ``star``.
+
+    URLs handed to STAR sit in its RAM buffers until written out, so URLseen writes them
+    out before it acknowledges (forgets) a merge's results: a kill in between would lose
+    URLs enqueued long before it.
+    """
+    return Drum(
+        path / "urlseen",
+        buckets=config.getint(settings, "IRL_URLSEEN_BUCKETS"),
+        buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES"),
+        bucket_bytes=config.getint(settings, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES"),
+        merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES"),
+        store_aux=True,
+        on_results=on_results,
+        before_ack=star.write_out,
+        flush_interval=config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL"),
+        fsync=fsync,
+        verify_on_open=config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),
+    )

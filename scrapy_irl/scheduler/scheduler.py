@@ -32,7 +32,7 @@ from scrapy.utils.job import job_dir
 from twisted.internet import task
 
 from scrapy_irl import config
-from scrapy_irl.drum import CHECK, Drum
+from scrapy_irl.drum import CHECK
 from scrapy_irl.fingerprint import fingerprint_function_for
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import hosts_dir
@@ -177,7 +177,7 @@ class IrlScheduler:
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self, spider: Spider) -> None:
-        from scrapy_irl.scheduler.pipeline import build_star_and_beast
+        from scrapy_irl.scheduler.pipeline import build_star_and_beast, build_urlseen
 
         self._fingerprint = fingerprint_function_for(self.crawler)
 
@@ -185,22 +185,10 @@ class IrlScheduler:
         self.codec = RequestCodec(spider)
         settings = self.crawler.settings
         fsync = config.getbool(settings, "IRL_DRUM_FSYNC") and not self.temporary
-        self.urlseen = Drum(
-            self.path / "urlseen",
-            buckets=config.getint(settings, "IRL_URLSEEN_BUCKETS"),
-            buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES"),
-            bucket_bytes=config.getint(settings, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES"),
-            merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES"),
-            store_aux=True,
-            on_results=self._on_urlseen_results,
-            # URLs handed to STAR sit in its RAM buffers until written out; URLseen must
-            # not forget its results before they are on disk (a kill would lose them).
-            before_ack=lambda: self.star.write_out(),
-            flush_interval=self.flush_interval,
-            fsync=fsync,
-            verify_on_open=config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),
-        )
         self.star, self.beast = build_star_and_beast(self.path, settings, fsync=fsync)
+        self.urlseen = build_urlseen(
+            self.path, settings, self.star, self._on_urlseen_results, fsync=fsync
+        )
         self.robots = robots_for(self.crawler)
         if self.robots is not None:
             self.robots.hop_gate = self._robots_hop_gate
@@ -342,12 +330,12 @@ class IrlScheduler:
             src_host = (_url_parts(source).hostname or "").lower()
             if src_host:
                 self.star.record_link(src_host, host)
+        if request.dont_filter:
+            self.counts["dont_filter"] += 1
         try:
             record = pack_record(request.url, self.codec.encode(request))
         except ValueError:
             self.stats.inc_value("scheduler/unserializable")
-            if request.dont_filter:
-                self.counts["dont_filter"] += 1
             self._route(request, host)  # kept in RAM, like Scrapy's scheduler does
             self._note_ram_peak()
             return True
@@ -356,7 +344,6 @@ class IrlScheduler:
             # Not filtered, but remembered: a later ordinary link to it is a duplicate.
             # Outside the budgets, yet on disk like the rest (start URLs can be millions,
             # and a retry must survive a kill -9): BEAST's front queue, read first.
-            self.counts["dont_filter"] += 1
             self.urlseen.update(key_of(fingerprint))
             self.beast.push_front(record)
             return True
