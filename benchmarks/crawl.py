@@ -4,6 +4,7 @@
     python benchmarks/crawl.py                         # default web, 120 s per crawl
     python benchmarks/crawl.py --seconds 60 --size small --json
     python benchmarks/crawl.py --seed 7 --only irl       # another web of the same size
+    python benchmarks/crawl.py --web spam_plds=150 --web out_links=12   # another shape
 
 Runs, one after the other, each with a fresh simweb server process (same seed and size)
 and the same CONCURRENT_REQUESTS:
@@ -32,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline_stock import BROAD_CRAWL  # noqa: E402
+from scrapy_irl.simweb.config import WebConfig  # noqa: E402
 from tests.scheduler.simweb_process import crawl, judged, simweb_server  # noqa: E402
 
 IRL = {
@@ -74,7 +76,7 @@ def run(name: str, settings: dict, args: argparse.Namespace, tau_h: float, tau_s
         tmp = Path(tmp_name)
         full = {**settings, "CONCURRENT_REQUESTS": args.concurrency, "CLOSESPIDER_TIMEOUT": args.seconds,
                 "IRL_HOSTS_DIR": str(tmp / "hosts")}  # fmt: skip
-        with simweb_server(tmp, size=args.size, duration=args.seconds + 300, seed=args.seed) as (cfg, log):
+        with simweb_server(tmp, size=args.size, duration=args.seconds + 300, seed=args.seed, web=args.web) as (cfg, log):
             started = time.monotonic()
             stats, stderr = crawl(cfg, full, timeout=args.seconds + 240)
             wall = time.monotonic() - started
@@ -117,9 +119,16 @@ def main() -> int:
     p.add_argument("--only", nargs="*", help="runs to do (stock, irl, irl-relaxed)")
     p.add_argument("--keep", help="save each crawl's log, request log and web config here")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--web", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a field of the simweb config (spam_plds=120, out_links=12, ...), repeatable")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a setting for the irl runs (VALUE parsed as JSON if it can be), repeatable")
     args = p.parse_args()
+    for item in args.web:  # fail here, not in a server process that never starts
+        try:
+            WebConfig.parse_override(item)
+        except ValueError as exc:
+            p.error(str(exc))
     extra = dict(_setting(item, p) for item in args.set)
     tau_h, tau_s = IRL["IRL_HOST_DELAY_MIN"], IRL["IRL_IP_DELAY_MIN"]
     plan = {"stock": {**BROAD_CRAWL, "CONCURRENT_REQUESTS": args.concurrency}, "irl": {**IRL, **extra},
@@ -129,7 +138,7 @@ def main() -> int:
     if args.json:
         print(json.dumps({"command": " ".join(sys.argv), "results": results}, indent=1, default=str))
         return 0
-    print(f"simweb size={args.size}, seed={args.seed}, {args.seconds} s per crawl, CONCURRENT_REQUESTS={args.concurrency}; "
+    print(f"simweb size={args.size}, seed={args.seed}" + "".join(f", {w}" for w in args.web) + f", {args.seconds} s per crawl, CONCURRENT_REQUESTS={args.concurrency}; "
           f"judged at tau_h={tau_h} s, tau_s={tau_s} s" + (f"; irl settings {extra}" if extra else "") + "\n")  # fmt: skip
     print(f"{'':32}" + "".join(f"{n:>13}" for n in results))
     for label, key in ROWS:

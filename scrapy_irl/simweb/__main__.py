@@ -70,13 +70,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="total time the drip page drips",
     )
+    p.add_argument(
+        "--web",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override any field of the web's config (spam_plds=120, out_links=12, ...), repeatable",
+    )
     p.add_argument("--quiet", action="store_true", help="do not list the addresses")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    try:
+        args.web = dict(WebConfig.parse_override(item) for item in args.web)
+    except ValueError as exc:
+        p.error(str(exc))
+    return args
 
 
 async def run(args: argparse.Namespace) -> None:
-    config = WebConfig.sized(args.size, seed=args.seed, plds=args.plds, port=args.port,
-                             slow_seconds=args.slow_seconds, drip_seconds=args.drip_seconds)  # fmt: skip
+    explicit = {"seed": args.seed, "plds": args.plds, "port": args.port,
+                "slow_seconds": args.slow_seconds, "drip_seconds": args.drip_seconds}  # fmt: skip
+    given = {k: v for k, v in explicit.items() if v is not None}
+    config = WebConfig.sized(args.size, **{**args.web, **given})
     server = SimwebServer(config, args.log or None)
     await server.start()
     try:

@@ -80,6 +80,25 @@ class WebConfig:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
+    def parse_override(cls, item: str) -> tuple[str, Any]:
+        """``"spam_plds=120"`` -> ``("spam_plds", 120)``, typed like the field; clear errors."""
+        name, sep, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        if not sep or name not in types:
+            raise ValueError(
+                f"expected FIELD=VALUE with FIELD one of {sorted(types)}, got {item!r}"
+            )
+        if name in ("seed", "port"):
+            raise ValueError(f"{name} has its own option (--{name}), got {item!r}")
+        is_float = types[name] in (float, "float")
+        try:
+            return name, float(text) if is_float else int(text)
+        except ValueError:
+            wanted = "a number" if is_float else "a whole number"
+            raise ValueError(f"{name} needs {wanted}, got {text!r}") from None
+
+    @classmethod
     def from_json(cls, text: str) -> WebConfig:
         data = json.loads(text)
         known = {f.name for f in dataclasses.fields(cls)}

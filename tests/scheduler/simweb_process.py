@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @contextlib.contextmanager
 def simweb_server(
-    tmp: Path, size: str = "tiny", duration: int = 600, seed: int = 1
+    tmp: Path, size: str = "tiny", duration: int = 600, seed: int = 1, web: Sequence[str] = ()
 ) -> Iterator[tuple[Path, Path]]:
+    """``web``: ``FIELD=VALUE`` overrides of the web's config (simweb's ``--web``)."""
     cfg, log = tmp / "web.json", tmp / "requests.log"
+    overrides = [arg for item in web for arg in ("--web", item)]
     server = subprocess.Popen(
         [sys.executable, "-m", "scrapy_irl.simweb", "--size", size, "--seed", str(seed), "--port", "0", "--quiet",
-         "--log", str(log), "--config-out", str(cfg), "--duration", str(duration)],
+         "--log", str(log), "--config-out", str(cfg), "--duration", str(duration), *overrides],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

@@ -159,3 +159,30 @@ def test_classify(target: str, kind: str) -> None:
     assert web.classify(sess.name, "/p/1.html?sid=abc") == "trap"
     assert web.classify(f"zz.{web.spam_plds[1].name}", "/") == "spam"
     assert web.classify("nowhere.example", "/") == "unresolvable"
+
+
+def test_config_overrides_from_the_command_line() -> None:
+    from scrapy_irl.simweb.__main__ import parse_args
+
+    args = parse_args(
+        ["--size", "tiny", "--web", "spam_plds=9", "--web", "pages_alpha=1.5"]
+    )
+    assert args.web == {"spam_plds": 9, "pages_alpha": 1.5}
+    assert isinstance(args.web["spam_plds"], int)
+    web = Web(WebConfig.sized("tiny", **args.web))
+    assert sum(1 for p in web.plds if p.kind == "spam") == 9
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("bogus=1", "FIELD one of"),
+        ("spam_plds", "FIELD one of"),
+        ("spam_plds=x", "whole number"),
+        ("pages_alpha=fast", "a number"),
+        ("seed=3", "own option"),
+    ],
+)
+def test_config_override_errors_are_clear(item: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        WebConfig.parse_override(item)
