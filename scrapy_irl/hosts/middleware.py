@@ -7,6 +7,14 @@ DNS error instead of each waiting for a lookup; answers persist in
 the host store across runs; and the number of lookups in flight is bounded. Requests to
 an unresolvable host fail with Scrapy's DNS error, so spider errbacks see what they
 would see without this middleware.
+
+A request that arrives while its name waits for a retry (a failed lookup, retries left)
+waits for that retry instead of failing: otherwise Scrapy's RetryMiddleware would spend
+all its attempts within milliseconds on the same cached failure, and one resolver hiccup
+would cost the request, which stock Scrapy (a fresh lookup per attempt) would not lose.
+The wait holds the request's download slot, as a slow lookup does in stock Scrapy, for
+at most the sum of the retry delays (10 s + 20 s by default, below ``DNS_TIMEOUT``).
+The IRL scheduler never hands out such a request: it holds a host's URLs meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet import task
 
 from scrapy_irl import config
 from scrapy_irl.hosts.dns import HostResolver
@@ -32,6 +41,9 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from twisted.internet.interfaces import IReactorTime
+
+    from scrapy_irl.hosts.records import DnsRecord
 
 STAT_PREFIX = "irl_dns"
 
@@ -60,7 +72,12 @@ def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
 class HostDnsMiddleware:
     """Downloader middleware: resolve ahead through :class:`HostResolver`, fail dead names fast."""
 
-    def __init__(self, crawler: Crawler) -> None:
+    def __init__(self, crawler: Crawler, reactor: IReactorTime | None = None) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as installed
+
+            reactor = installed  # type: ignore[assignment]
+        self._reactor: IReactorTime = reactor  # type: ignore[assignment]
         self.crawler = crawler
         self.store = HostStore.open_shared(
             hosts_dir(crawler.settings),
@@ -86,10 +103,25 @@ class HostDnsMiddleware:
         parts = urlparse_cached(request)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return None
-        record = await maybe_deferred_to_future(self.resolver.resolve(parts.hostname))
+        record = await self._resolve(parts.hostname)
         if not record.ok:
             self.crawler.stats.inc_value(f"{STAT_PREFIX}/unresolvable_requests")
             raise _DnsError(
                 f"{parts.hostname}: DNS lookup failed ({record.error}, cached)"
             )
         return None
+
+    async def _resolve(self, host: str) -> DnsRecord:
+        """The host's record, waiting out pending retries of a failed lookup (bounded)."""
+        record = await maybe_deferred_to_future(self.resolver.resolve(host))
+        # bounded: each failed retry raises record.failures until will_retry is false
+        for _ in range(self.resolver.retries + 1):
+            if record.ok or not self.resolver.will_retry(record):
+                break
+            wait = max(0.0, record.expires_at - self.resolver.clock()) + 0.01
+            self.crawler.stats.inc_value(f"{STAT_PREFIX}/requests_waited_for_retry")
+            await maybe_deferred_to_future(
+                task.deferLater(self._reactor, wait, lambda: None)
+            )
+            record = await maybe_deferred_to_future(self.resolver.resolve(host))
+        return record

@@ -1,0 +1,113 @@
+"""HostDnsMiddleware (for Scrapy's own scheduler): dead names fail fast, a hiccup is waited out."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy.http import Request
+from twisted.internet.defer import fail, succeed
+from twisted.internet.error import DNSLookupError
+from twisted.internet.task import Clock
+
+from scrapy_irl.hosts.dns import HostResolver
+from scrapy_irl.hosts.middleware import HostDnsMiddleware, _DnsError
+from tests.robots.fakes import FakeWeb, fake_crawler, result_of, run
+
+
+class ScriptedLookups:
+    """Answers each lookup of a name from its script (an IP, or None for a failure); then fails."""
+
+    def __init__(self, **scripts: list[str | None]) -> None:
+        self.scripts = {
+            host.replace("_", "."): list(answers) for host, answers in scripts.items()
+        }
+        self.calls: list[str] = []
+
+    def __call__(self, host: str):
+        self.calls.append(host)
+        answers = self.scripts.get(host, [])
+        answer = answers.pop(0) if answers else None
+        return succeed(answer) if answer else fail(DNSLookupError(host))
+
+
+@pytest.fixture
+def make(tmp_path):
+    made: list[HostDnsMiddleware] = []
+
+    def build(
+        lookups: ScriptedLookups, retries: int = 2
+    ) -> tuple[HostDnsMiddleware, Clock]:
+        clock = Clock()
+        clock.advance(1_000_000)
+        mw = HostDnsMiddleware(fake_crawler(FakeWeb(), tmp_path), reactor=clock)
+        mw.resolver = HostResolver(mw.store, lookups, retries=retries, retry_delay=10,
+                                   negative_ttl=3600, clock=clock.seconds, reactor=clock)  # fmt: skip
+        made.append(mw)
+        return mw, clock
+
+    yield build
+    for mw in made:
+        mw._spider_closed()
+
+
+def stat(mw: HostDnsMiddleware, key: str) -> int:
+    return mw.crawler.stats.get_value(f"irl_dns/{key}", 0)
+
+
+def test_resolved_names_pass_and_are_looked_up_once(make):
+    lookups = ScriptedLookups(a_test=["127.0.0.5"])
+    mw, _ = make(lookups)
+    for path in ("/", "/x", "/y"):
+        assert (
+            result_of(run(mw.process_request(Request(f"http://a.test{path}")))) is None
+        )
+    assert result_of(run(mw.process_request(Request("http://127.0.0.9/")))) is None
+    assert lookups.calls == ["a.test"]
+
+
+def test_a_request_during_a_retry_wait_waits_for_the_retry(make):
+    lookups = ScriptedLookups(flaky_test=[None, "127.0.0.7"])
+    mw, clock = make(lookups)
+    d = run(mw.process_request(Request("http://flaky.test/page")))
+    assert (
+        lookups.calls == ["flaky.test"] and not d.called
+    )  # failed once, retry due in 10 s
+    clock.advance(9)
+    assert not d.called and lookups.calls == ["flaky.test"]
+    clock.advance(1.1)
+    assert result_of(d) is None  # the retry resolved it: the request goes on
+    assert lookups.calls == ["flaky.test", "flaky.test"]
+    assert stat(mw, "requests_waited_for_retry") == 1
+    assert stat(mw, "unresolvable_requests") == 0
+
+
+def test_a_dead_name_fails_after_its_retries_and_then_at_once(make):
+    lookups = ScriptedLookups()
+    mw, clock = make(lookups, retries=2)
+    d = run(mw.process_request(Request("http://dead.test/")))
+    clock.advance(10.1)  # first retry, fails again; the next waits 20 s
+    assert not d.called and len(lookups.calls) == 2
+    clock.advance(20.1)
+    with pytest.raises(_DnsError, match="dead.test: DNS lookup failed"):
+        result_of(d)
+    assert lookups.calls == ["dead.test"] * 3
+    with pytest.raises(_DnsError):  # dead now: no wait, no lookup
+        result_of(run(mw.process_request(Request("http://dead.test/other"))))
+    assert len(lookups.calls) == 3
+    assert stat(mw, "unresolvable_requests") == 2
+    assert stat(mw, "requests_waited_for_retry") == 2
+
+
+def test_without_retries_a_failure_is_final_at_once(make):
+    lookups = ScriptedLookups(once_test=[None, "127.0.0.8"])
+    mw, _ = make(lookups, retries=0)
+    with pytest.raises(_DnsError):
+        result_of(run(mw.process_request(Request("http://once.test/"))))
+    assert lookups.calls == ["once.test"]
+    assert stat(mw, "requests_waited_for_retry") == 0
+
+
+def test_non_http_requests_are_left_alone(make):
+    lookups = ScriptedLookups()
+    mw, _ = make(lookups)
+    assert result_of(run(mw.process_request(Request("data:,hello")))) is None
+    assert lookups.calls == []
