@@ -131,6 +131,11 @@ IRL_HANDOUT_TIMEOUT = 60.0
 IRL_IDLE_MERGE_INTERVAL = 1.0
 # Seconds between samples of "downloader has a free slot while a request is due" (0: off).
 IRL_IDLE_SAMPLE_INTERVAL = 0.1
+# Crawler-trap paths refused before URLseen (0: no limit): more non-empty path segments
+# than this, or one segment or group of segments repeated more than this many times in a
+# row (/a/b/a/b/a/b/: a relative link looping). dont_filter requests are exempt.
+IRL_TRAP_MAX_PATH_SEGMENTS = 20
+IRL_TRAP_MAX_SEGMENT_REPEATS = 2
 # Query parameters (case-insensitive) removed from URLs before dedup and fetch: session ids
 # turn one page into endless URL variants. "jsessionid" also strips ";jsessionid=" path
 # parameters. An empty list keeps URLs as they are.

@@ -49,6 +49,7 @@ from scrapy_irl.scheduler.codec import (
 from scrapy_irl.scheduler.delays import DelayPolicy
 from scrapy_irl.scheduler.idle import IdleMeter
 from scrapy_irl.scheduler.politeness import Host, Politeness
+from scrapy_irl.scheduler.traps import PathTrapRule
 from scrapy_irl.scheduler.urlnorm import SessionStripper
 from scrapy_irl.scheduler.waker import EngineWaker
 from scrapy_irl.urlseen import key_of
@@ -146,6 +147,10 @@ class IrlScheduler:
         self._idle_loop: task.LoopingCall | None = None
         self.strip_session = SessionStripper(
             config.getlist(settings, "IRL_SESSION_PARAMS")
+        )
+        self.trap_rule = PathTrapRule(
+            max_segments=config.getint(settings, "IRL_TRAP_MAX_PATH_SEGMENTS"),
+            max_repeats=config.getint(settings, "IRL_TRAP_MAX_SEGMENT_REPEATS"),
         )
         self.polite = Politeness(
             max_in_flight_per_ip=config.getint(settings, "IRL_IP_MAX_IN_FLIGHT")
@@ -324,6 +329,15 @@ class IrlScheduler:
             self._direct.append(request)
             return True
         source = request.meta.get("irl_source") or request.headers.get(b"Referer")
+        if not request.dont_filter and self.trap_rule.active:
+            trap = self.trap_rule(parts.path)
+            if trap is not None:
+                # Refused before URLseen: a trap URL costs no disk and no budget. False
+                # makes the engine send request_dropped, as for any refused request.
+                self.counts[f"trap_dropped/{trap}"] += 1
+                logger.debug("Dropped %(url)s: path looks like a crawler trap (%(why)s)",
+                             {"url": request.url, "why": trap}, extra={"spider": self.spider})  # fmt: skip
+                return False
         if source:
             if isinstance(source, bytes):
                 source = source.decode("latin-1")
