@@ -42,6 +42,10 @@ class WebConfig:
     pages_alpha: float = 0.8
     #: Mean number of cross-PLD out-links of a PLD in the PLD graph.
     out_links: int = 6
+    #: Share of legitimate hosts with a path loop: their /docs/ page links relatively to
+    #: ``more/`` and every deeper /docs/more/.../ path answers the same page (0: none, the
+    #: default, so the webs measured so far are unchanged; 0.05 with ``--web loop_share=0.05``).
+    loop_share: float = 0.0
     #: The one TCP port every address listens on; it appears in every absolute link.
     port: int = 8080
     #: Delay of "slow" pages and slow robots.txt, seconds.
@@ -57,6 +61,8 @@ class WebConfig:
             raise ValueError("spam_plds and blog_users must be >= 2")
         if not 0 <= self.port < 65536:  # 0: the server picks a free port
             raise ValueError(f"port out of range: {self.port}")
+        if not 0 <= self.loop_share <= 1:
+            raise ValueError(f"loop_share must be within [0, 1], got {self.loop_share}")
         if self.min_pages < 1 or self.max_pages < self.min_pages:
             raise ValueError("need 1 <= min_pages <= max_pages")
 

@@ -95,6 +95,7 @@ class Host:
     calendar: bool = False  # serves the infinite /calendar/ trap
     session: bool = False  # appends ?sid=... to every same-host link (URL-variant trap)
     drip: bool = False  # links to the byte-dripping page
+    loop: bool = False  # /docs/ links relatively to more/, at any depth (path loop)
 
 
 def ip_address(index: int) -> str:
@@ -279,16 +280,22 @@ class Web:
                         calendar=rng.random() < 0.03,
                         session=rng.random() < 0.03,
                         drip=rng.random() < 0.02,
+                        # a hash, not rng: the other hosts' draws stay as they were
+                        loop=self.hash("loop", name) % 10_000 < cfg.loop_share * 10_000,
                     )
                 )
         # Guarantee every behaviour exists at least once, on hosts picked by the seed.
         order = list(range(len(legit)))
         rng.shuffle(order)
-        special = [("robots", k) for k in kinds] + [
-            ("calendar", True),
-            ("session", True),
-            ("drip", True),
-        ]
+        special = (
+            [("robots", k) for k in kinds]
+            + [
+                ("calendar", True),
+                ("session", True),
+                ("drip", True),
+            ]
+            + ([("loop", True)] if cfg.loop_share > 0 else [])
+        )
         for pos, (field, value) in zip(order, special):
             legit[pos] = _with(legit[pos], field, value)
         for host in legit:
@@ -376,6 +383,8 @@ class Web:
             return "trap"
         if h.session and "sid=" in query:
             return "trap"
+        if h.loop and path.startswith("/docs/more/"):
+            return "trap"
         return "page"
 
     def ground_truth(self) -> dict[str, Any]:
@@ -401,6 +410,7 @@ class Web:
                     "calendar": h.calendar,
                     "session": h.session,
                     "drip": h.drip,
+                    "loop": h.loop,
                 }
                 for h in self.hosts.values()
             },

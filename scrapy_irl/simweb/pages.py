@@ -238,6 +238,8 @@ def legit(web: Web, host: Host, path: str, query: str) -> Reply:
         return Reply(200, document("private", _text(rng, 30), ["/"]).encode())
     if head == "calendar" and host.calendar:
         return calendar(web, host, parts[2:])
+    if head == "docs" and host.loop and path.endswith("/"):
+        return docs_loop(web, host, path)
     if head == "long":
         if len(path) > LONG_URL_MAX:
             return error(414)
@@ -327,6 +329,21 @@ def calendar(web: Web, host: Host, rest: list[str]) -> Reply:
     return Reply(200, document(f"Events {y}-{m:02d}", _text(rng, 20), hrefs).encode())
 
 
+def docs_loop(web: Web, host: Host, path: str) -> Reply:
+    """The path loop trap: a template with a relative link, served for any path below.
+
+    A site that answers /docs/<anything>/ with its docs page (path info ignored) and links
+    ``more/`` relatively grows the path by one step per hop: /docs/more/more/... forever,
+    the same page under endless URLs.
+    """
+    if len(path) > LONG_URL_MAX:
+        return error(414)
+    rng = web.rng("docs", host.name)
+    return Reply(
+        200, document("Documentation", _text(rng, 40), ["more/", "/"]).encode()
+    )
+
+
 def page(web: Web, host: Host, n: int) -> Reply:
     """Page ``n`` of a legitimate host, with its links and maybe a bad-input variant."""
     rng = web.rng("page", host.name, n)
@@ -391,6 +408,8 @@ def links(web: Web, host: Host, n: int, rng: random.Random) -> list[str]:
         hrefs.append("/calendar/2025/01/")
     if n == 0 and host.drip:
         hrefs.append("/drip/0")
+    if n == 0 and host.loop:
+        hrefs.append("/docs/")
     if rng.random() < 0.2:
         hrefs.append(f"/private/{rng.randrange(50)}.html")
     if rng.random() < 0.15 or n == 0:

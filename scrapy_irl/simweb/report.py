@@ -6,8 +6,8 @@ printed, are in ``docs/simweb.rst``; in short:
 
 * *pages*: distinct (host, target) fetched, robots.txt and 421 answers excluded, any
   status; *duplicate fetches*: the rest of those requests.
-* *spam/trap share*: requests the model classifies as spam-farm hosts / calendar or
-  session-id URL variants, over all requests.
+* *spam/trap share*: requests the model classifies as spam-farm hosts / calendar,
+  session-id or path-loop URLs, over all requests.
 * *robots violations*: non-robots requests to a target the host's served robots.txt
   (after redirects, first 500 KiB, Protego) disallows for ``--user-agent``.
 * *politeness*: per host, gaps between consecutive non-robots request starts (IRLbot's

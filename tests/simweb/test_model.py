@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from collections import Counter
@@ -186,3 +187,25 @@ def test_config_overrides_from_the_command_line() -> None:
 def test_config_override_errors_are_clear(item: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         WebConfig.parse_override(item)
+
+
+def test_path_loop_trap_is_opt_in_and_changes_nothing_else() -> None:
+    plain, looped = Web(TINY), Web(TINY.replace(loop_share=0.2))
+    assert not any(h.loop for h in plain.hosts.values())
+    loops = [h for h in looped.hosts.values() if h.loop]
+    assert loops  # at least one, whatever the share
+    for name, host in plain.hosts.items():  # every other property as before
+        assert dataclasses.replace(looped.hosts[name], loop=False) == host
+    host = loops[0]
+    home = respond(looped, host, "/").body.decode()
+    assert 'href="/docs/"' in home
+    docs = respond(looped, host, "/docs/").body.decode()
+    assert 'href="more/"' in docs
+    deep = respond(looped, host, "/docs/" + "more/" * 30)
+    assert deep.status == 200 and deep.body == respond(looped, host, "/docs/").body
+    assert looped.classify(host.name, "/docs/") == "page"
+    assert looped.classify(host.name, "/docs/more/more/") == "trap"
+    other = next(h for h in looped.hosts.values() if h.kind == "legit" and not h.loop)
+    assert respond(looped, other, "/docs/more/").status == 404
+    with pytest.raises(ValueError, match="loop_share"):
+        WebConfig.sized("tiny", loop_share=1.5)
