@@ -104,6 +104,9 @@ IRL_POLITENESS_MARGIN = 0.1
 # Requests in flight at once to one IP address (1: the next request to a server is timed
 # from the measured start of the previous one, so tau_s holds even when the reactor lags).
 IRL_IP_MAX_IN_FLIGHT = 1
+# Which due host a shared server serves next: "budget" (shares in proportion to the hosts'
+# budgets, stride scheduling) or "fifo" (round-robin: equal shares).
+IRL_IP_SHARE = "budget"
 # F(d_x): "log", "linear", "constant", or the dotted path of a function d -> budget.
 IRL_BUDGET_FUNCTION = "log"
 # B_0: budget of a PLD nobody links to (pages per BEAST queue period).

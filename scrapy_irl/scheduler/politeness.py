@@ -6,10 +6,21 @@ each has a FIFO of pending items. A host is *due* when it has no request in flig
 passed since its previous request started and fewer than ``max_in_flight`` requests to it
 are running. ``pop(now)`` hands out an item only when both its host and its IP are due.
 
-Mechanics: due hosts move from the host heap into their IP's ready list; IPs with ready
-hosts sit in the IP heap keyed by when they are next due. Both heaps use lazy deletion
-(an entry is valid only if its generation matches), so every operation is O(log n).
+Mechanics: due hosts move from the host heap into their IP's ready heap; IPs with ready
+hosts sit in the IP heap keyed by when they are next due. Both big heaps use lazy deletion
+(an entry is valid only if its generation matches), so every hot operation is O(log n).
 No Scrapy and no clock inside: callers pass ``now``.
+
+Which ready host an IP serves next (``ready_order``) matters on a busy shared server,
+whose capacity 1/tau_s is smaller than what its hosts could use; the thesis fixes the
+rates (tau_h, tau_s) but not this order. ``"fifo"`` serves ready hosts in the order they
+became ready (round-robin): the server's capacity is split evenly, so a site with a large
+budget gets no more of it than one with B_0. ``"budget"`` (default) splits it in
+proportion to the hosts' budgets, by stride scheduling (weighted fair queueing): each
+host carries a virtual finish time that grows by 1/B per request, and the ready host with
+the smallest one goes first; a host that was idle restarts at its IP's current virtual
+time, so it cannot save up a burst. Nobody's tau_h or tau_s gets shorter, no host is
+starved (a B_0 host still gets B_0/sum(B) of the server) and nothing is dropped.
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ class Host:
     # the IP's average budget); the heaps read only ``delay``.
     budget: float = 0.0
     crawl_delay: float | None = None
+    finish: float = 0.0  # virtual finish time of its last request on its IP (stride)
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -53,7 +65,7 @@ class Ip:
 
     ip: str
     delay: float  # tau_s
-    ready: deque[Host] = field(default_factory=deque)
+    ready: list[tuple[float, int, Host]] = field(default_factory=list)  # a heap
     last_start: float = float("-inf")
     in_flight: int = 0
     gen: int = 0
@@ -63,6 +75,7 @@ class Ip:
     budget_total: float = 0.0
     budget_hosts: int = 0
     queued: int = 0  # items pending in the queues of its hosts (its RAM backlog)
+    clock: float = 0.0  # virtual time: the start tag of the last host served (stride)
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -71,12 +84,22 @@ class Ip:
 class Politeness:
     """Both heaps; hands out items whose host and IP are both due."""
 
-    def __init__(self, *, max_in_flight_per_ip: int = 4) -> None:
+    READY_ORDERS = ("budget", "fifo")
+
+    def __init__(
+        self, *, max_in_flight_per_ip: int = 4, ready_order: str = "budget"
+    ) -> None:
         if max_in_flight_per_ip < 1:
             raise ValueError(
                 f"max_in_flight_per_ip must be >= 1, got {max_in_flight_per_ip}"
             )
+        if ready_order not in self.READY_ORDERS:
+            raise ValueError(
+                f"ready_order must be one of {', '.join(self.READY_ORDERS)}, "
+                f"got {ready_order!r}"
+            )
         self.max_in_flight_per_ip = max_in_flight_per_ip
+        self._by_budget = ready_order == "budget"
         self.hosts: dict[str, Host] = {}
         self.ips: dict[str, Ip] = {}
         self._host_heap: list[tuple[float, int, int, Host]] = []
@@ -149,8 +172,7 @@ class Politeness:
         self.ips[host.ip].queued -= len(items)
         host.gen += 1
         if host.ready:
-            self.ips[host.ip].ready.remove(host)
-            host.ready = False
+            self._unready(host)
         return items
 
     def filter(self, name: str, keep: Callable[[Any], bool]) -> list[Any]:
@@ -164,9 +186,15 @@ class Politeness:
             self.items -= len(dropped)
             self.ips[host.ip].queued -= len(dropped)
             if not host.queue and host.ready:
-                self.ips[host.ip].ready.remove(host)
-                host.ready = False
+                self._unready(host)
         return dropped
+
+    def _unready(self, host: Host) -> None:
+        """Take ``host`` out of its IP's ready heap (rare: its items were drained)."""
+        address = self.ips[host.ip]
+        address.ready = [entry for entry in address.ready if entry[2] is not host]
+        heapq.heapify(address.ready)
+        host.ready = False
 
     # -- the heaps -------------------------------------------------------------------------
     def _schedule_host(self, host: Host) -> None:
@@ -190,7 +218,8 @@ class Politeness:
                 continue
             address = self.ips[host.ip]
             host.ready = True
-            address.ready.append(host)
+            tag = max(host.finish, address.clock) if self._by_budget else 0.0
+            heapq.heappush(address.ready, (tag, next(self._seq), host))
             if not address.in_heap and address.in_flight < self.max_in_flight_per_ip:
                 self._schedule_ip(address)
 
@@ -205,7 +234,10 @@ class Politeness:
             address.in_heap = False
             if not address.ready or address.in_flight >= self.max_in_flight_per_ip:
                 continue
-            host = address.ready.popleft()
+            tag, _, host = heapq.heappop(address.ready)
+            if self._by_budget:
+                address.clock = tag
+                host.finish = tag + 1.0 / (host.budget if host.budget > 0 else 1.0)
             host.ready = False
             item = host.queue.popleft()
             self.items -= 1

@@ -104,17 +104,6 @@ class IrlScheduler:
         self.crawler = crawler
         self.stats = crawler.stats
         self.clock = time.monotonic
-        jobdir = job_dir(settings)
-        configured = config.get(settings, "IRL_FRONTIER_DIR")
-        if configured:
-            self.path, self.temporary = Path(configured), False
-        elif jobdir:
-            self.path, self.temporary = Path(jobdir, "irl"), False
-        else:
-            self.path, self.temporary = (
-                Path(tempfile.mkdtemp(prefix="scrapy-irl-frontier-")),
-                True,
-            )
         self.delays = DelayPolicy(
             margin=config.getfloat(settings, "IRL_POLITENESS_MARGIN"),
             host_delay=config.getfloat(settings, "IRL_HOST_DELAY"),
@@ -152,9 +141,13 @@ class IrlScheduler:
             max_segments=config.getint(settings, "IRL_TRAP_MAX_PATH_SEGMENTS"),
             max_repeats=config.getint(settings, "IRL_TRAP_MAX_SEGMENT_REPEATS"),
         )
-        self.polite = Politeness(
-            max_in_flight_per_ip=config.getint(settings, "IRL_IP_MAX_IN_FLIGHT")
-        )
+        try:
+            self.polite = Politeness(
+                max_in_flight_per_ip=config.getint(settings, "IRL_IP_MAX_IN_FLIGHT"),
+                ready_order=config.get(settings, "IRL_IP_SHARE"),
+            )
+        except ValueError as exc:
+            raise ValueError(f"IRL_IP_MAX_IN_FLIGHT / IRL_IP_SHARE: {exc}") from None
         self.spider: Spider | None = None
         self.codec = RequestCodec(None)
         self._dns_wait: dict[str, list[Any]] = {}
@@ -175,6 +168,18 @@ class IrlScheduler:
         self._tick: task.LoopingCall | None = None
         self._closed = False
         self.counts: Counter[str] = Counter()
+        # Last, once every setting has been checked: a refused setting leaves no directory.
+        jobdir = job_dir(settings)
+        configured = config.get(settings, "IRL_FRONTIER_DIR")
+        if configured:
+            self.path, self.temporary = Path(configured), False
+        elif jobdir:
+            self.path, self.temporary = Path(jobdir, "irl"), False
+        else:
+            self.path, self.temporary = (
+                Path(tempfile.mkdtemp(prefix="scrapy-irl-frontier-")),
+                True,
+            )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_irl.scheduler.politeness import Politeness
 
 
-def make(hosts: dict[str, tuple[str, float]], ip_delay: float = 0.5, cap: int = 4) -> Politeness:
-    p = Politeness(max_in_flight_per_ip=cap)
+def make(
+    hosts: dict[str, tuple[str, float]],
+    ip_delay: float = 0.5,
+    cap: int = 4,
+    order: str = "budget",
+) -> Politeness:
+    p = Politeness(max_in_flight_per_ip=cap, ready_order=order)
     for name, (ip, delay) in hosts.items():
         p.add_host(name, ip, delay, ip_delay)
     return p
@@ -94,13 +101,17 @@ def test_forget_idle_keeps_recent_hosts():
     hosts=st.integers(1, 12),
     ips=st.integers(1, 4),
     cap=st.integers(1, 3),
+    order=st.sampled_from(Politeness.READY_ORDERS),
 )
-def test_random_schedule_never_violates(seed, hosts, ips, cap):
+def test_random_schedule_never_violates(seed, hosts, ips, cap, order):
     rng = random.Random(seed)
     host_delay = {f"h{i}": rng.choice([0.0, 0.5, 2.0]) for i in range(hosts)}
     host_ip = {h: f"ip{rng.randrange(ips)}" for h in host_delay}
     ip_delay = 0.25
-    p = make({h: (host_ip[h], d) for h, d in host_delay.items()}, ip_delay=ip_delay, cap=cap)
+    p = make({h: (host_ip[h], d) for h, d in host_delay.items()}, ip_delay=ip_delay,
+             cap=cap, order=order)  # fmt: skip
+    for h in host_delay:
+        p.set_budget(p.host(h), rng.choice([0.0, 10.0, 50.0]))
     total = 0
     for h in host_delay:
         for _ in range(rng.randrange(0, 6)):
@@ -133,10 +144,10 @@ def test_random_schedule_never_violates(seed, hosts, ips, cap):
             p.finished(r[0], now)
     assert handed == total
     for name, times in starts.items():
-        gaps = [b - a for a, b in zip(times, times[1:])]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert all(g >= host_delay[name] - 1e-9 for g in gaps)
     for times in ip_starts.values():
-        assert all(b - a >= ip_delay - 1e-9 for a, b in zip(times, times[1:]))
+        assert all(b - a >= ip_delay - 1e-9 for a, b in itertools.pairwise(times))
 
 
 def test_robots_fetch_counts_for_the_ip_but_not_the_host():
@@ -197,9 +208,84 @@ def test_backlog_seconds_counts_the_host_queue_and_the_whole_ip():
     assert p.backlog_seconds(a) == 3 * 2.0  # host: 3 items at tau_h = 2 s
     assert p.backlog_seconds(b) == max(1 * 2.0, 4 * 0.5)  # IP 1 holds 4 items at 0.5 s
     assert p.backlog_seconds(c) == 0.0
-    host, _ = p.pop(0.0)
+    _host, _ = p.pop(0.0)
     assert p.ips["1"].queued == 3
     p.filter("a", lambda item: item != 2)
     assert p.ips["1"].queued == 2
     p.drain("b")
     assert p.ips["1"].queued == 1 and p.backlog_seconds(a) == 2.0
+
+
+def _serve(
+    p: Politeness, pops: int, *, start: float = 0.0, step: float = 1.0
+) -> list[str]:
+    """Pop ``pops`` times, one per ``step`` seconds, each request over at once."""
+    served, now = [], start
+    for _ in range(pops):
+        got = p.pop(now)
+        assert got is not None, f"nothing due at {now}"
+        served.append(got[0].name)
+        p.finished(got[0], now)
+        now += step
+    return served
+
+
+def _busy_shared_server(order: str, budgets: dict[str, float]) -> Politeness:
+    """One IP (tau_s 1 s), hosts with tau_h 0 and plenty of work: the IP is the bottleneck."""
+    p = make({h: ("9", 0.0) for h in budgets}, ip_delay=1.0, cap=1, order=order)
+    for h, budget in budgets.items():
+        p.set_budget(p.host(h), budget)
+        for i in range(200):
+            p.push(h, f"{h}{i}")
+    return p
+
+
+def test_a_busy_server_is_shared_in_proportion_to_budgets():
+    p = _busy_shared_server("budget", {"big": 30.0, "mid": 20.0, "small": 10.0})
+    served = _serve(p, 120)
+    assert [served.count(h) for h in ("big", "mid", "small")] == [60, 40, 20]
+    # No starvation along the way: every 12 consecutive turns include the smallest host.
+    assert all("small" in served[i : i + 12] for i in range(108))
+
+
+def test_fifo_shares_a_busy_server_evenly_whatever_the_budgets():
+    p = _busy_shared_server("fifo", {"big": 30.0, "mid": 20.0, "small": 10.0})
+    served = _serve(p, 120)
+    assert [served.count(h) for h in ("big", "mid", "small")] == [40, 40, 40]
+
+
+def test_budget_share_never_shortens_a_host_delay():
+    # big's tau_h of 3 s caps it at one request in three turns, whatever its budget.
+    p = make({"big": ("9", 3.0), "small": ("9", 0.0)}, ip_delay=1.0, cap=1)
+    p.set_budget(p.host("big"), 1000.0)
+    p.set_budget(p.host("small"), 10.0)
+    for i in range(50):
+        p.push("big", i)
+        p.push("small", i)
+    served = _serve(p, 30)
+    assert served.count("big") == 10 and served.count("small") == 20
+
+
+def test_a_host_back_from_idle_gets_no_saved_up_burst():
+    p = _busy_shared_server("budget", {"a": 10.0, "b": 10.0})
+    _serve(p, 40)  # a and b alternate for 40 s
+    late = p.add_host("late", "9", 0.0, 1.0)
+    p.set_budget(late, 10.0)
+    for i in range(50):
+        p.push("late", i)
+    served = _serve(p, 30, start=40.0)
+    # Equal budgets, equal shares from its arrival on: not 40 turns of catching up.
+    assert [served.count(h) for h in ("a", "b", "late")] == [10, 10, 10]
+
+
+def test_drain_takes_a_host_out_of_its_ip_ready_heap():
+    p = _busy_shared_server("budget", {"a": 10.0, "b": 10.0, "c": 10.0})
+    assert p.ready_hosts() == 0  # hosts become ready when a pop looks at the heaps
+    _serve(p, 3)
+    p.drain("b")
+    assert "b" not in _serve(p, 10, start=3.0)
+
+
+def test_unknown_ready_order_is_refused():
+    with pytest.raises(ValueError, match="ready_order must be one of budget, fifo"):
+        Politeness(ready_order="random")
