@@ -105,7 +105,7 @@ IRL_POLITENESS_MARGIN = 0.1
 # from the measured start of the previous one, so tau_s holds even when the reactor lags).
 IRL_IP_MAX_IN_FLIGHT = 1
 # Which due host a shared server serves next: "budget" (shares in proportion to the hosts'
-# budgets, stride scheduling) or "fifo" (round-robin: equal shares).
+# budgets, weighted fair queueing) or "fifo" (round-robin: equal shares).
 IRL_IP_SHARE = "budget"
 # F(d_x): "log", "linear", "constant", or the dotted path of a function d -> budget.
 IRL_BUDGET_FUNCTION = "log"

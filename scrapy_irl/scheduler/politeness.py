@@ -16,11 +16,17 @@ whose capacity 1/tau_s is smaller than what its hosts could use; the thesis fixe
 rates (tau_h, tau_s) but not this order. ``"fifo"`` serves ready hosts in the order they
 became ready (round-robin): the server's capacity is split evenly, so a site with a large
 budget gets no more of it than one with B_0. ``"budget"`` (default) splits it in
-proportion to the hosts' budgets, by stride scheduling (weighted fair queueing): each
-host carries a virtual finish time that grows by 1/B per request, and the ready host with
-the smallest one goes first; a host that was idle restarts at its IP's current virtual
-time, so it cannot save up a burst. Nobody's tau_h or tau_s gets shorter, no host is
-starved (a B_0 host still gets B_0/sum(B) of the server) and nothing is dropped.
+proportion to the hosts' budgets by weighted fair queueing: each host carries a virtual
+finish time that grows by 1/B per request, and the ready host with the smallest start tag
+goes first. The IP's virtual clock advances by 1/W per request served (W: the total
+budget of its ready hosts, as in GPS) or to the tag served, if later. A host that had
+run out of work, or is new, starts at that clock, so it cannot save up a burst, and a
+stream of new hosts cannot hold back the hosts already waiting (each waits at most until
+the clock reaches its tag). A host that kept work queued keeps its own finish time while
+its tau_h runs, so a well-budgeted host held back by its tau_h is not pushed behind the
+newcomers that arrived meanwhile (tau_h already bounds its rate). Nobody's tau_h or tau_s
+gets shorter, no host is starved (a B_0 host still gets B_0/W of the server) and nothing
+is dropped.
 """
 
 from __future__ import annotations
@@ -53,7 +59,8 @@ class Host:
     # the IP's average budget); the heaps read only ``delay``.
     budget: float = 0.0
     crawl_delay: float | None = None
-    finish: float = 0.0  # virtual finish time of its last request on its IP (stride)
+    finish: float = 0.0  # virtual finish time of its last request on its IP
+    backlogged: bool = False  # had work queued ever since its last request (keeps finish)
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -65,7 +72,7 @@ class Ip:
 
     ip: str
     delay: float  # tau_s
-    ready: list[tuple[float, int, Host]] = field(default_factory=list)  # a heap
+    ready: list[tuple[float, int, Host, float]] = field(default_factory=list)  # a heap
     last_start: float = float("-inf")
     in_flight: int = 0
     gen: int = 0
@@ -75,7 +82,8 @@ class Ip:
     budget_total: float = 0.0
     budget_hosts: int = 0
     queued: int = 0  # items pending in the queues of its hosts (its RAM backlog)
-    clock: float = 0.0  # virtual time: the start tag of the last host served (stride)
+    clock: float = 0.0  # virtual time (fair queueing), see the module docstring
+    ready_weight: float = 0.0  # W: total weight of the entries in ``ready``
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -168,6 +176,7 @@ class Politeness:
             return []
         items = list(host.queue)
         host.queue.clear()
+        host.backlogged = False
         self.items -= len(items)
         self.ips[host.ip].queued -= len(items)
         host.gen += 1
@@ -183,6 +192,7 @@ class Politeness:
         dropped = [item for item in host.queue if not keep(item)]
         if dropped:
             host.queue = deque(item for item in host.queue if keep(item))
+            host.backlogged = host.backlogged and bool(host.queue)
             self.items -= len(dropped)
             self.ips[host.ip].queued -= len(dropped)
             if not host.queue and host.ready:
@@ -194,6 +204,7 @@ class Politeness:
         address = self.ips[host.ip]
         address.ready = [entry for entry in address.ready if entry[2] is not host]
         heapq.heapify(address.ready)
+        address.ready_weight = sum(entry[3] for entry in address.ready)
         host.ready = False
 
     # -- the heaps -------------------------------------------------------------------------
@@ -218,8 +229,15 @@ class Politeness:
                 continue
             address = self.ips[host.ip]
             host.ready = True
-            tag = max(host.finish, address.clock) if self._by_budget else 0.0
-            heapq.heappush(address.ready, (tag, next(self._seq), host))
+            weight = host.budget if host.budget > 0 else 1.0
+            if not self._by_budget:
+                tag = 0.0
+            elif host.backlogged:
+                tag = host.finish
+            else:
+                tag = max(host.finish, address.clock)
+            heapq.heappush(address.ready, (tag, next(self._seq), host, weight))
+            address.ready_weight += weight
             if not address.in_heap and address.in_flight < self.max_in_flight_per_ip:
                 self._schedule_ip(address)
 
@@ -234,10 +252,13 @@ class Politeness:
             address.in_heap = False
             if not address.ready or address.in_flight >= self.max_in_flight_per_ip:
                 continue
-            tag, _, host = heapq.heappop(address.ready)
+            total = address.ready_weight
+            tag, _, host, weight = heapq.heappop(address.ready)
+            address.ready_weight = total - weight if address.ready else 0.0
             if self._by_budget:
-                address.clock = tag
-                host.finish = tag + 1.0 / (host.budget if host.budget > 0 else 1.0)
+                address.clock = max(tag, address.clock + 1.0 / total)
+                host.finish = tag + 1.0 / weight
+                host.backlogged = bool(host.queue)
             host.ready = False
             item = host.queue.popleft()
             self.items -= 1

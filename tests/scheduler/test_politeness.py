@@ -289,3 +289,29 @@ def test_drain_takes_a_host_out_of_its_ip_ready_heap():
 def test_unknown_ready_order_is_refused():
     with pytest.raises(ValueError, match="ready_order must be one of budget, fifo"):
         Politeness(ready_order="random")
+
+
+def _old_host_turns_among_newcomers(order: str, old_budget: float) -> int:
+    """60 turns of a server that gains a new virtual host (one item, budget 10) per turn."""
+    p = _busy_shared_server(order, {"old": old_budget})
+    served = []
+    for turn in range(60):
+        new = p.add_host(f"new{turn}", "9", 0.0, 1.0)
+        p.set_budget(new, 10.0)
+        p.push(new.name, "robots.txt")
+        served += _serve(p, 1, start=float(turn))
+    return served.count("old")
+
+
+def test_a_stream_of_new_hosts_cannot_hold_back_a_waiting_one():
+    # A server with endless new virtual hosts (a hosting platform, a spam farm). New hosts
+    # start at the IP's virtual clock, which keeps moving, so the host already waiting
+    # gets what round-robin would give it at an equal budget (newcomers back up and it
+    # shares with all of them), and more at a larger one. A clock that stood still while
+    # newcomers were served would leave it its first turn only; a host that lost its place
+    # after each turn would get no more at a larger budget.
+    fifo = _old_host_turns_among_newcomers("fifo", 10.0)
+    assert fifo == 9
+    assert _old_host_turns_among_newcomers("budget", 10.0) == fifo
+    larger = [_old_host_turns_among_newcomers("budget", b) for b in (20.0, 40.0)]
+    assert fifo < larger[0] < larger[1]  # 9 < 12 < 16: more budget, more turns
