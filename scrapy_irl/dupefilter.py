@@ -34,11 +34,12 @@ from scrapy_irl.urlseen import URLSeen, key_of, unpack_key
 _key_of = unpack_key
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.request import RequestFingerprinterProtocol
-    from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 

@@ -188,7 +188,7 @@ class Bucket:
         thesis reads Q_i^T "in blocks of size Delta").
         """
         try:
-            handle = open(self.aux_path, "rb")
+            handle = open(self.aux_path, "rb")  # noqa: SIM115 (closed by the with below)
         except FileNotFoundError:
             return
         with handle:

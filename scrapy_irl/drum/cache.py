@@ -37,8 +37,9 @@ class CacheWriter:
         self._has_values = value_dtype.itemsize > 0
         self._keys_tmp = self.keys_path.with_suffix(".tmp")
         self._vals_tmp = self.vals_path.with_suffix(".tmp")
-        self._keys: BinaryIO = open(self._keys_tmp, "wb")
-        self._vals: BinaryIO | None = open(self._vals_tmp, "wb") if self._has_values else None
+        # Held open across add() calls; close() or abort() closes them.
+        self._keys: BinaryIO = open(self._keys_tmp, "wb")  # noqa: SIM115
+        self._vals: BinaryIO | None = open(self._vals_tmp, "wb") if self._has_values else None  # noqa: SIM115
         self.count = 0
         self.keys_crc = 0
         self.vals_crc = 0
@@ -103,8 +104,9 @@ class CacheReader:
         self._remaining = count
         self._expected = (keys_crc, vals_crc)
         self._paths = (keys_path, vals_path)
-        self._keys = open(keys_path, "rb") if (keys_path and count) else None
-        self._vals = open(vals_path, "rb") if (vals_path and count and self._has_values) else None
+        # Held open across chunked reads; close() closes them.
+        self._keys = open(keys_path, "rb") if (keys_path and count) else None  # noqa: SIM115
+        self._vals = open(vals_path, "rb") if (vals_path and count and self._has_values) else None  # noqa: SIM115
         self._chunk_records = max(1, chunk_bytes // (KEY_DTYPE.itemsize + value_dtype.itemsize))
         self._crc = [0, 0]
         self._pending_keys = np.empty(0, dtype=KEY_DTYPE)

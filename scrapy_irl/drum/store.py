@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -50,11 +51,11 @@ from scrapy_irl.drum.cache import (
     cache_paths,
     verify_cache_file,
 )
-from scrapy_irl.drum.manifest import Manifest, read_manifest, write_manifest
 from scrapy_irl.drum.heap import release_free_heap
-from scrapy_irl.drum.pending import PendingKeys
+from scrapy_irl.drum.manifest import Manifest, read_manifest, write_manifest
 from scrapy_irl.drum.merge import MergeFunction
 from scrapy_irl.drum.merge_pass import merge_bucket
+from scrapy_irl.drum.pending import PendingKeys
 from scrapy_irl.drum.records import (
     CHECK,
     CHECK_UPDATE,
@@ -546,7 +547,7 @@ class Drum:
         writer = CacheWriter(self.path, new_epoch, self.value_dtype)
         results_path = self.path / f"res.{old.epoch:010d}.drum"
         results_tmp = results_path.with_suffix(".tmp")
-        results_file = open(results_tmp, "wb") if self.on_results is not None else None
+        results_file = open(results_tmp, "wb") if self.on_results is not None else None  # noqa: SIM115 (closed after the merge)
         counters = {"tuples": 0, "checked": 0, "updated": 0, "unique": 0, "inserted": 0}
         bucket_bytes_read = 0
         results_written = 0
@@ -745,7 +746,7 @@ class Drum:
         self._closed = True
         os.close(self._lock_fd)
 
-    def __enter__(self) -> Drum:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import plyvel
 
@@ -176,7 +176,7 @@ class HostStore:
         if not self._db.closed:
             self._db.close()
 
-    def __enter__(self) -> HostStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
