@@ -15,6 +15,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TypeVar
 
 
+def send_body(
+    handler: BaseHTTPRequestHandler, body: bytes, content_type: str = "text/html; charset=utf-8"
+) -> None:
+    """Answer 200 with ``body`` and its length (the test sites' one way to reply)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
@@ -27,12 +38,7 @@ class _Handler(BaseHTTPRequestHandler):
         n = int(parts[1])
         links = [m for m in (2 * n, 2 * n + 1, n, 0) if m < self.server.size]
         body = "".join(f'<a href="/page/{m}">p{m}</a>\n' for m in links)
-        data = f"<html><body>{body}</body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_body(self, f"<html><body>{body}</body></html>".encode())
 
     def log_message(self, format: str, *args: object) -> None:
         pass

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.crawl_runner import crawl_in_subprocess as crawl
-from tests.loopback_site import _Handler, _Server, serving
+from tests.loopback_site import _Handler, _Server, send_body, serving
 
 RULES = b"User-agent: *\nDisallow: /page/3\n"
 
@@ -32,11 +32,7 @@ class _RobotsHandler(_Handler):
         ):
             self.send_error(503)
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(RULES)))
-        self.end_headers()
-        self.wfile.write(RULES)
+        send_body(self, RULES, "text/plain")
 
 
 class _RobotsServer(_Server):

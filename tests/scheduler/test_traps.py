@@ -17,7 +17,7 @@ from scrapy_irl.scheduler.traps import (
     repeats_in_a_row,
 )
 from tests.crawl_runner import crawl_in_subprocess as crawl
-from tests.loopback_site import LoopbackServer
+from tests.loopback_site import LoopbackServer, send_body, serving
 
 RULE = PathTrapRule(max_segments=20, max_repeats=2)
 
@@ -114,12 +114,7 @@ class _LoopHandler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.hits[self.path] += 1
         depth = self.path.count("/")
-        body = f'<a href="more/">more</a> <a href="n{depth}/">next</a>'.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_body(self, f'<a href="more/">more</a> <a href="n{depth}/">next</a>'.encode())
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -134,10 +129,7 @@ class _LoopServer(LoopbackServer):
 
 @pytest.mark.slow
 def test_a_looping_site_is_crawled_to_its_limits_and_the_crawl_ends(tmp_path: Path):
-    server = _LoopServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_LoopServer()) as server:
         stats, _ = crawl({
             "start": [f"{server.base_url}/loop/"],
             "settings": {
@@ -147,9 +139,6 @@ def test_a_looping_site_is_crawled_to_its_limits_and_the_crawl_ends(tmp_path: Pa
                 "IRL_TRAP_MAX_PATH_SEGMENTS": 8, "CLOSESPIDER_TIMEOUT": 90,
             },
         })  # fmt: skip
-    finally:
-        server.shutdown()
-        server.server_close()
     assert stats["finish_reason"] == "finished"  # ran dry, not stopped by the timeout
     paths = list(server.hits)
     assert max(p.strip("/").count("/") + 1 for p in paths) == 8  # the segment limit
