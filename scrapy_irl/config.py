@@ -7,6 +7,7 @@ A name missing from :mod:`scrapy_irl.settings` is a programming error and raises
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from scrapy_irl import settings as defaults
@@ -22,21 +23,56 @@ def _default(name: str) -> Any:
         raise KeyError(f"{name} is not an scrapy-irl setting (see scrapy_irl/settings.py)") from None
 
 
+def _bad(name: str, value: Any, expected: str) -> ValueError:
+    return ValueError(f"invalid {name}={value!r}: expected {expected}")
+
+
+def _check_range(name: str, value: float, minimum: float | None, above: float | None) -> None:
+    if minimum is not None and not value >= minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    if above is not None and not value > above:
+        raise ValueError(f"{name} must be > {above}, got {value!r}")
+
+
 def get(settings: BaseSettings, name: str) -> Any:
     return settings.get(name, _default(name))
 
 
 def getbool(settings: BaseSettings, name: str) -> bool:
-    return settings.getbool(name, _default(name))
+    try:
+        return settings.getbool(name, _default(name))
+    except (ValueError, TypeError):
+        raise _bad(name, settings.get(name), "True/False, 1/0 or 'true'/'false'") from None
 
 
-def getint(settings: BaseSettings, name: str) -> int:
-    return settings.getint(name, _default(name))
+def _number(read: Any, name: str, expected: str, minimum: float | None,
+            above: float | None) -> Any:  # fmt: skip
+    try:
+        value = read(name, _default(name))
+    except (ValueError, TypeError, OverflowError):
+        raise _bad(name, read.__self__.get(name), expected) from None
+    if isinstance(value, float) and math.isnan(value):  # NaN passes no bound check
+        raise _bad(name, value, expected)
+    _check_range(name, value, minimum, above)
+    return value
 
 
-def getfloat(settings: BaseSettings, name: str) -> float:
-    return settings.getfloat(name, _default(name))
+def getint(
+    settings: BaseSettings, name: str, *, minimum: int | None = None, above: int | None = None
+) -> int:
+    """``name`` as an int; a value that is not one, or out of range, is a ValueError naming it."""
+    return int(_number(settings.getint, name, "an integer", minimum, above))
+
+
+def getfloat(
+    settings: BaseSettings, name: str, *, minimum: float | None = None, above: float | None = None
+) -> float:
+    """``name`` as a float; NaN, a non-number or a value out of range is a ValueError naming it."""
+    return float(_number(settings.getfloat, name, "a number", minimum, above))
 
 
 def getlist(settings: BaseSettings, name: str) -> list[str]:
-    return settings.getlist(name, _default(name))
+    value = settings.get(name, _default(name))
+    if value is None or isinstance(value, str | list | tuple):
+        return settings.getlist(name, _default(name))
+    raise _bad(name, value, "a list or a comma-separated string")

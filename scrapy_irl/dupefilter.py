@@ -118,7 +118,7 @@ class DrumDupeFilter(BaseDupeFilter):
             buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES"),
             bucket_bytes=config.getint(settings, "IRL_URLSEEN_BUCKET_BYTES"),
             merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES"),
-            flush_interval=config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL"),
+            flush_interval=config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0),
             fsync=config.getbool(settings, "IRL_DRUM_FSYNC"),
             verify_on_open=config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),
         )

@@ -151,6 +151,14 @@ class Bucket:
                         f"an aux frame of {aux_frame.count}"
                     )
             surplus = aux_scan.frames[keep_frames:]
+            if len(surplus) > 1:
+                # A kill between the two writes of one write-out leaves one aux frame
+                # without its kv frame; more means the key file lost whole frames.
+                raise DrumCorruptionError(
+                    f"{self.kv_path}: {keep_frames} key frames but {len(aux_scan.frames)} "
+                    f"aux frames in {self.aux_path.name}; a crash leaves at most one aux "
+                    "frame ahead, so key frames were lost (file truncated or replaced)"
+                )
             dropped += sum(f.count for f in surplus)
             aux_end = aux_scan.frames[keep_frames - 1].end if keep_frames else 0
             if aux_scan.torn_bytes or surplus:

@@ -82,7 +82,7 @@ class HostDnsMiddleware:
         self.store = HostStore.open_shared(
             hosts_dir(crawler.settings),
             sync=config.getbool(crawler.settings, "IRL_HOSTS_FSYNC"),
-            cache_bytes=config.getint(crawler.settings, "IRL_HOSTS_CACHE_BYTES"),
+            cache_bytes=config.getint(crawler.settings, "IRL_HOSTS_CACHE_BYTES", minimum=0),
         )
         self.resolver = resolver_from_crawler(crawler, self.store)
         self._closed = False

@@ -29,6 +29,16 @@ ROBOTS_PREFIX = b"R"
 DNS_PREFIX = b"D"
 
 
+
+def _open_failure(path: Path, exc: Exception) -> str:
+    """Why LevelDB would not open: the lock (another crawl) or the file system."""
+    text = str(exc)
+    if "lock" in text.lower() and "Permission denied" not in text and "Read-only" not in text:
+        return (f"cannot open host store {path}: {text}: another crawl is using it; give "
+                "each concurrent process its own IRL_HOSTS_DIR (or JOBDIR).")  # fmt: skip
+    return (f"cannot open host store {path}: {text}. Check that the directory is writable "
+            "and the disk not full (IRL_HOSTS_DIR, JOBDIR).")  # fmt: skip
+
 class HostStore:
     """Typed access to the robots.txt and DNS records of one LevelDB directory."""
 
@@ -60,10 +70,7 @@ class HostStore:
                 "fresh cache (robots.txt and DNS data are refetched)"
             ) from exc
         except plyvel.IOError as exc:
-            raise HostStoreError(
-                f"cannot open host store {self.path}: {exc}. Is another crawl using it? "
-                "Give each concurrent process its own IRL_HOSTS_DIR."
-            ) from exc
+            raise HostStoreError(_open_failure(self.path, exc)) from exc
         try:
             self._check_format()
         except plyvel.CorruptionError as exc:

@@ -50,7 +50,7 @@ class CrawlDelayMiddleware:
         if _uses_irl_scheduler(settings):
             raise NotConfigured("the IRL scheduler applies Crawl-delay in its host heap")
         self.crawler = crawler
-        self.max_delay = config.getfloat(settings, "IRL_CRAWL_DELAY_MAX")
+        self.max_delay = config.getfloat(settings, "IRL_CRAWL_DELAY_MAX", minimum=0)
         if self.max_delay < 0:
             raise NotConfigured(
                 f"IRL_CRAWL_DELAY_MAX must not be negative, got {self.max_delay}"

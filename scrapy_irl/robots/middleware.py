@@ -64,15 +64,16 @@ def robots_for(crawler: Crawler) -> RobotsCacheMiddleware | None:
 def policy_from_settings(settings: Any) -> RobotsPolicy:
     try:
         return RobotsPolicy(
-            ttl=config.getfloat(settings, "IRL_ROBOTS_TTL"),
-            max_bytes=config.getint(settings, "IRL_ROBOTS_MAX_BYTES"),
-            max_redirects=config.getint(settings, "IRL_ROBOTS_MAX_REDIRECTS"),
-            retry_delay=config.getfloat(settings, "IRL_ROBOTS_RETRY_DELAY"),
+            ttl=config.getfloat(settings, "IRL_ROBOTS_TTL", above=0),
+            max_bytes=config.getint(settings, "IRL_ROBOTS_MAX_BYTES", minimum=1),
+            max_redirects=config.getint(settings, "IRL_ROBOTS_MAX_REDIRECTS", minimum=0),
+            retry_delay=config.getfloat(settings, "IRL_ROBOTS_RETRY_DELAY", above=0),
             retry_max_delay=config.getfloat(settings, "IRL_ROBOTS_RETRY_MAX_DELAY"),
-            stale_ttl=config.getfloat(settings, "IRL_ROBOTS_STALE_TTL"),
+            stale_ttl=config.getfloat(settings, "IRL_ROBOTS_STALE_TTL", minimum=0),
         )
     except ValueError as exc:
-        raise NotConfigured(f"invalid IRL_ROBOTS_* setting: {exc}") from exc
+        # Not NotConfigured: that would switch robots.txt off without a word.
+        raise ValueError(f"invalid IRL_ROBOTS_* setting: {exc}") from exc
 
 
 class RobotsCacheMiddleware:
@@ -104,7 +105,7 @@ class RobotsCacheMiddleware:
         self.store = HostStore.open_shared(
             hosts_dir(settings),
             sync=config.getbool(settings, "IRL_HOSTS_FSYNC"),
-            cache_bytes=config.getint(settings, "IRL_HOSTS_CACHE_BYTES"),
+            cache_bytes=config.getint(settings, "IRL_HOSTS_CACHE_BYTES", minimum=0),
         )
         self.cache = RobotsCache(
             self.store,

@@ -63,7 +63,8 @@ class _Queue:
     """One queue file: buffered appends, a read cursor, and the entries handed out."""
 
     def __init__(self, directory: Path, qid: int, *, read_at: int = 0, skip_index: int = 0,
-                 finished: set[tuple[int, int]] | None = None) -> None:  # fmt: skip
+                 finished: set[tuple[int, int]] | None = None,
+                 durable_length: int | None = None) -> None:  # fmt: skip
         self.qid = qid
         self.path = directory / f"q{qid:08d}.beast"
         self.buffer: list[bytes] = []
@@ -81,18 +82,38 @@ class _Queue:
         self.size = 0  # entries written and not yet read
         self.unsynced = False  # written since the last fsync
         self.torn_bytes = 0
+        self.length = 0  # bytes of whole frames in the file (what STATE records at a save)
         if self.path.exists():
-            self._recover()
+            self._recover(durable_length)
+        elif durable_length:
+            raise FrontierCorruptionError(
+                f"{self.path}: missing, but STATE says {durable_length} bytes of this queue "
+                "were written before it was saved (a kill cannot delete a file); refusing "
+                "to resume without part of the frontier. Restore the file, or delete the "
+                "whole frontier directory to start afresh."
+            )
         else:
             self.path.touch()
 
-    def _recover(self) -> None:
-        """Count the entries left to read and cut a torn tail (RAM: one frame at a time)."""
+    def _recover(self, durable_length: int | None) -> None:
+        """Count the entries left to read and cut a torn tail (RAM: one frame at a time).
+
+        Only what was written after the last STATE can be torn: whole frames shorter than
+        the length STATE recorded mean the file was cut or damaged, which is refused.
+        """
         try:
             with open(self.path, "rb") as handle:
                 scan = scan_frames_streaming(handle, MAGIC, str(self.path))
         except DrumCorruptionError as exc:
             raise FrontierCorruptionError(str(exc)) from exc
+        if durable_length is not None and scan.valid_length < durable_length:
+            raise FrontierCorruptionError(
+                f"{self.path}: {scan.valid_length} bytes of whole frames, but STATE says "
+                f"{durable_length} were written before it was saved: the file was truncated "
+                "or damaged after that (a kill only tears what follows); refusing to resume "
+                "without part of the frontier."
+            )
+        self.length = scan.valid_length
         if scan.torn_bytes:
             self.torn_bytes = scan.torn_bytes
             with open(self.path, "r+b") as handle:
@@ -121,6 +142,7 @@ class _Queue:
         frame = encode_frame(MAGIC, len(self.buffer), encode_aux(self.buffer))
         with open(self.path, "ab") as handle:
             handle.write(frame)
+        self.length += len(frame)
         self.buffer, self.buffer_bytes = [], 0
         self.unsynced = True
         return len(frame)
@@ -263,6 +285,7 @@ class Beast:
         self._returning: list[_Queue] = []  # parked queues handed back by unpark()
         state = self._read_state()
         if state is None:
+            self._refuse_orphan_queues()
             self._next_id = 0
             self.ring = [self._new_queue() for _ in range(initial_queues)]
             self.current = 0
@@ -271,7 +294,14 @@ class Beast:
             self.parked = self._new_queue()  # held back for a while (see park)
             self.save()
         else:
-            self._restore(state)
+            try:
+                self._restore(state)
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                # A STATE whose checksum matches but whose content does not (edited by
+                # hand, or written by a buggy version): refuse, naming it.
+                raise FrontierCorruptionError(
+                    f"{self._state_path()}: inconsistent BEAST state ({exc!r})"
+                ) from exc
         self._remove_strays()
 
     # -- state -----------------------------------------------------------------------------
@@ -315,22 +345,30 @@ class Beast:
         self._next_id = state["next_id"]
         cursors = state["cursors"]
 
+        # Bytes each queue held when STATE was saved (absent in STATEs of earlier versions).
+        lengths: dict[str, int] = state.get("lengths", {})
+
         def load(qid: int, retired: bool = False) -> _Queue:
             offset, skip, finished = cursors.get(str(qid), (0, 0, []))
+            durable = lengths.get(str(qid))
             path = self.directory / f"q{qid:08d}.beast"
-            if retired and offset and (not path.exists() or path.stat().st_size == 0):
+            if (retired and offset and (durable is None or offset >= durable)
+                    and (not path.exists() or path.stat().st_size == 0)):  # fmt: skip
                 # A read-out queue deleted after a commit that still named it (the order
                 # of earlier versions): nothing in it is owed.
                 logger.warning("BEAST queue %s was deleted after being read out; resuming "
                                "without it", path)  # fmt: skip
-                offset, skip, finished = 0, 0, []
+                offset, skip, finished, durable = 0, 0, [], None
             queue = _Queue(self.directory, qid, read_at=offset, skip_index=skip,
-                           finished={(int(f[0]), int(f[1])) for f in finished})  # fmt: skip
+                           finished={(int(f[0]), int(f[1])) for f in finished},
+                           durable_length=durable)  # fmt: skip
             self._queues[qid] = queue
             return queue
 
         self.ring = [load(q) for q in state["ring"]]
         self.current = state["current"]
+        if not (isinstance(self.current, int) and 0 <= self.current < len(self.ring)):
+            raise ValueError(f"current queue {self.current!r} is not in a ring of {self.j}")
         self.qf = load(state["qf"])
         self.front = load(state["front"])
         self.parked = load(state["parked"]) if "parked" in state else self._new_queue()
@@ -339,6 +377,18 @@ class Beast:
         # Retired queues still owing records (held in RAM when the last run stopped).
         self._resumed = [q for q in self._draining if q.size > 0]
         self.rescans = state.get("rescans", 0)
+
+    def _refuse_orphan_queues(self) -> None:
+        """Queue files with data but no STATE: the frontier lost its index, not its data.
+        Starting afresh would delete them (strays), so refuse, as DRUM does without MANIFEST."""
+        orphans = [p.name for p in sorted(self.directory.glob("q*.beast")) if p.stat().st_size]
+        if orphans:
+            raise FrontierCorruptionError(
+                f"{self._state_path()}: missing, but {len(orphans)} queue files with data "
+                f"are present ({', '.join(orphans[:3])}{', ...' if len(orphans) > 3 else ''}); "
+                "refusing to guess which entries are owed. Restore STATE, or delete the "
+                "whole frontier directory to start afresh."
+            )
 
     def _remove_strays(self) -> None:
         known = {q.path.name for q in self._queues.values()}
@@ -382,6 +432,7 @@ class Beast:
             "draining": [q.qid for q in self._draining],
             "rescans": self.rescans,
             "cursors": {str(q.qid): list(q.cursor()) for q in self._queues.values()},
+            "lengths": {str(q.qid): q.length for q in self._queues.values()},
         }
         text = json.dumps(
             {

@@ -34,6 +34,20 @@ class BudgetPolicy:
                 f"need 1 <= IRL_BUDGET_BASE <= IRL_BUDGET_MAX and IRL_BUDGET_PER_DEGREE >= 0, got "
                 f"{self.base}, {self.maximum}, {self.per_degree}"
             )
+        if self.function is not None:
+            self._probe()
+
+    def _probe(self) -> None:
+        """Call a user function at start-up: a wrong signature or a non-number return fails
+        here, with the setting named, not on every budget lookup mid-crawl."""
+        for degree in (0, 1, 10, 1000):
+            try:
+                self(degree)
+            except Exception as exc:  # noqa: BLE001 - any failure of user code is reported
+                raise ValueError(
+                    f"IRL_BUDGET_FUNCTION {self.kind}: calling it with in-degree {degree} "
+                    f"failed ({exc!r}); it must take one int and return a number"
+                ) from None
 
     def __call__(self, indegree: int) -> int:
         d = max(0, int(indegree))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,31 @@ from scrapy_irl.scheduler.codec import record_url
 from scrapy_irl.scheduler.star import Star
 
 
+def budget_function(value: Any) -> tuple[str, Callable[[int], float] | None]:
+    """``IRL_BUDGET_FUNCTION`` as (kind, user function): a name of :data:`KINDS` (any case),
+    a callable, or the dotted path of one; anything else is a ValueError saying so."""
+    if callable(value):
+        return "custom", value
+    if isinstance(value, str) and value.strip().lower() in KINDS:
+        return value.strip().lower(), None
+    expected = f"one of {', '.join(KINDS)}, or the dotted path of a function d -> budget"
+    if not isinstance(value, str):
+        raise TypeError(f"IRL_BUDGET_FUNCTION must be {expected}, or a callable; got {value!r}")
+    if "." not in value.strip(".") or " " in value.strip():
+        raise ValueError(f"IRL_BUDGET_FUNCTION must be {expected}; got {value!r}")
+    try:
+        function = load_object(value)
+    except (ImportError, AttributeError, NameError, ValueError) as exc:
+        raise ValueError(
+            f"IRL_BUDGET_FUNCTION={value!r} cannot be imported ({exc}); expected {expected}"
+        ) from None
+    if not callable(function):
+        raise TypeError(f"IRL_BUDGET_FUNCTION={value!r} is not callable; expected {expected}")
+    return value, function
+
+
 def budget_policy(settings: Any) -> BudgetPolicy:
-    kind = config.get(settings, "IRL_BUDGET_FUNCTION")
-    function = None
-    if callable(kind):
-        function, kind = kind, "custom"
-    elif kind not in KINDS:
-        function = load_object(kind)
+    kind, function = budget_function(config.get(settings, "IRL_BUDGET_FUNCTION"))
     return BudgetPolicy(
         kind=kind,
         base=config.getfloat(settings, "IRL_BUDGET_BASE"),
@@ -59,7 +78,7 @@ def build_star_and_beast(
             "fsync": fsync,
             "verify_on_open": config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),
         },
-        cache_entries=config.getint(settings, "IRL_STAR_CACHE_ENTRIES"),
+        cache_entries=config.getint(settings, "IRL_STAR_CACHE_ENTRIES", minimum=0),
         on_durable=beast.save,
     )
     star_holder.append(star)

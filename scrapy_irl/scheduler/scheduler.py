@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -32,6 +33,7 @@ from scrapy.utils.job import job_dir
 from twisted.internet import task
 
 from scrapy_irl import config
+from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.drum import CHECK
 from scrapy_irl.fingerprint import fingerprint_function_for
 from scrapy_irl.hosts.middleware import resolver_from_crawler
@@ -48,6 +50,12 @@ from scrapy_irl.scheduler.codec import (
 )
 from scrapy_irl.scheduler.delays import DelayPolicy
 from scrapy_irl.scheduler.idle import IdleMeter
+from scrapy_irl.scheduler.layout import (
+    check_frontier,
+    check_no_stock_queue,
+    mark_frontier,
+)
+from scrapy_irl.scheduler.pipeline import budget_policy
 from scrapy_irl.scheduler.politeness import Host, Politeness
 from scrapy_irl.scheduler.traps import PathTrapRule
 from scrapy_irl.scheduler.urlnorm import SessionStripper
@@ -66,6 +74,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STAT = "irl_sched"
+#: ``finish_reason`` when the frontier could not be written (full disk, I/O error).
+STORAGE_ERROR_REASON = "irl_storage_error"
 
 
 class Held:
@@ -111,9 +121,9 @@ class IrlScheduler:
             ip_delay=config.getfloat(settings, "IRL_IP_DELAY"),
             ip_delay_min=config.getfloat(settings, "IRL_IP_DELAY_MIN"),
             base_budget=config.getfloat(settings, "IRL_BUDGET_BASE"),
-            crawl_delay_max=config.getfloat(settings, "IRL_CRAWL_DELAY_MAX"),
+            crawl_delay_max=config.getfloat(settings, "IRL_CRAWL_DELAY_MAX", minimum=0),
         )
-        self.ram_requests = config.getint(settings, "IRL_FRONTIER_RAM_REQUESTS")
+        self.ram_requests = config.getint(settings, "IRL_FRONTIER_RAM_REQUESTS", minimum=1)
         self.robots_retries = config.getint(settings, "IRL_ROBOTS_UNREACHABLE_RETRIES")
         if self.robots_retries < 0:
             raise ValueError(
@@ -125,10 +135,10 @@ class IrlScheduler:
                 f"IRL_RAM_BACKLOG_SECONDS cannot be negative, got {self.backlog_seconds}"
             )
         self._last_unpark = self.clock()
-        self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL")
-        self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT")
-        self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL")
-        self.idle_sample_interval = config.getfloat(settings, "IRL_IDLE_SAMPLE_INTERVAL")
+        self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0)
+        self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT", above=0)
+        self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL", minimum=0)
+        self.idle_sample_interval = config.getfloat(settings, "IRL_IDLE_SAMPLE_INTERVAL", minimum=0)
         self.handouts = 0
         self.ram_peak = 0  # most requests in RAM at once (lazy loading bounds it)
         self.idle = IdleMeter(self._work_due, self._downloader_free, lambda: self.handouts,
@@ -138,7 +148,7 @@ class IrlScheduler:
             config.getlist(settings, "IRL_SESSION_PARAMS")
         )
         self.trap_rule = PathTrapRule(
-            max_segments=config.getint(settings, "IRL_TRAP_MAX_PATH_SEGMENTS"),
+            max_segments=config.getint(settings, "IRL_TRAP_MAX_PATH_SEGMENTS", minimum=0),
             max_repeats=config.getint(settings, "IRL_TRAP_MAX_SEGMENT_REPEATS"),
         )
         try:
@@ -148,6 +158,7 @@ class IrlScheduler:
             )
         except ValueError as exc:
             raise ValueError(f"IRL_IP_MAX_IN_FLIGHT / IRL_IP_SHARE: {exc}") from None
+        budget_policy(settings)  # a bad IRL_BUDGET_* is refused here, before any directory
         self.spider: Spider | None = None
         self.codec = RequestCodec(None)
         self._dns_wait: dict[str, list[Any]] = {}
@@ -168,6 +179,10 @@ class IrlScheduler:
         self._tick: task.LoopingCall | None = None
         self._closed = False
         self.counts: Counter[str] = Counter()
+        self._opened = False
+        self._storage_error = False  # a frontier write failed; the spider is closing
+        # (what, close) of every store opened so far, closed in reverse order.
+        self._closers: list[tuple[str, Callable[[], None]]] = []
         # Last, once every setting has been checked: a refused setting leaves no directory.
         jobdir = job_dir(settings)
         configured = config.get(settings, "IRL_FRONTIER_DIR")
@@ -180,6 +195,7 @@ class IrlScheduler:
                 Path(tempfile.mkdtemp(prefix="scrapy-irl-frontier-")),
                 True,
             )
+        self._lock = DirectoryLock(self.path, what="frontier directory")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -187,6 +203,17 @@ class IrlScheduler:
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self, spider: Spider) -> None:
+        """Lock the frontier directory, then open the stores; a failure closes what opened."""
+        self._lock.acquire()
+        try:
+            self._open_stores(spider)
+        except BaseException:
+            self._closed = True
+            self._shut_down()
+            raise
+        self._opened = True
+
+    def _open_stores(self, spider: Spider) -> None:
         from scrapy_irl.scheduler.pipeline import build_star_and_beast, build_urlseen
 
         self._fingerprint = fingerprint_function_for(self.crawler)
@@ -195,18 +222,22 @@ class IrlScheduler:
         self.codec = RequestCodec(spider)
         settings = self.crawler.settings
         fsync = config.getbool(settings, "IRL_DRUM_FSYNC") and not self.temporary
+        check_frontier(self.path)  # a deleted store is refused, not recreated empty
+        check_no_stock_queue(job_dir(settings))
         self.star, self.beast = build_star_and_beast(self.path, settings, fsync=fsync)
+        self._closers += [("BEAST", lambda: self.beast.close()), ("STAR", lambda: self.star.close())]
         self.urlseen = build_urlseen(
             self.path, settings, self.star, self._on_urlseen_results, fsync=fsync
         )
+        self._closers.append(("URLseen", lambda: self.urlseen.close()))
+        mark_frontier(self.path, fsync=fsync)
         self.robots = robots_for(self.crawler)
         if self.robots is not None:
             self.robots.hop_gate = self._robots_hop_gate
             self._host_store = self.robots.store
-            self._host_store_owned = False
         else:
             self._host_store = HostStore.open_shared(hosts_dir(settings))
-            self._host_store_owned = True
+            self._closers.insert(0, ("host store", self._host_store.release))  # last
         self.resolver = resolver_from_crawler(self.crawler, self._host_store)
         from twisted.internet import reactor
 
@@ -263,23 +294,41 @@ class IrlScheduler:
         if self._closed:
             return
         self._closed = True
-        for loop in (self._tick, self._idle_loop):
-            if loop is not None and loop.running:
-                loop.stop()
-        self.waker.cancel()
-        saved = self._requeue_ram()
-        if saved:
-            logger.info("Saved %(n)d requests held in RAM back to BEAST", {"n": saved},
-                        extra={"spider": self.spider})  # fmt: skip
-        self._publish_stats()
-        self._log_top_plds()
-        self.urlseen.close()
-        self.star.close()
-        self.beast.close()
-        if self._host_store_owned:
-            self._host_store.release()
+        if not self._opened:  # open() never ran, or failed and cleaned up already
+            self._shut_down()
+            return
+        try:
+            for loop in (self._tick, self._idle_loop):
+                if loop is not None and loop.running:
+                    loop.stop()
+            self.waker.cancel()
+            saved = self._requeue_ram()
+            if saved:
+                logger.info("Saved %(n)d requests held in RAM back to BEAST", {"n": saved},
+                            extra={"spider": self.spider})  # fmt: skip
+            self._publish_stats()
+            self._log_top_plds()
+        finally:
+            self._shut_down()
+
+    def _shut_down(self) -> None:
+        """Close every store opened (newest first: URLseen writes out into STAR, STAR into
+        BEAST), even when one fails, then unlock; the first failure is raised at the end."""
+        failure: BaseException | None = None
+        while self._closers:
+            what, close = self._closers.pop()
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - the other stores must still close
+                logger.error("Closing %(what)s of %(path)s failed: %(exc)r",
+                             {"what": what, "path": self.path, "exc": exc},
+                             extra={"spider": self.spider})  # fmt: skip
+                failure = failure or exc
         if self.temporary:
             shutil.rmtree(self.path, ignore_errors=True)
+        self._lock.release()
+        if failure is not None:
+            raise failure
 
     def _requeue_ram(self) -> int:
         """Graceful stop: requests in host queues and waits go back to disk (BEAST)."""
@@ -321,6 +370,16 @@ class IrlScheduler:
     # -- enqueue ---------------------------------------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
         self.stats.inc_value("scheduler/enqueued")
+        if self._storage_error:
+            self.counts["refused_after_storage_error"] += 1  # the spider is closing
+            return False
+        try:
+            return self._enqueue(request)
+        except OSError as exc:
+            self._on_storage_error(exc, "enqueueing a request")
+            return False
+
+    def _enqueue(self, request: Request) -> bool:
         stripped = self.strip_session(request.url)
         if stripped is not None:
             self.counts["session_params_stripped"] += 1
@@ -644,6 +703,13 @@ class IrlScheduler:
 
     # -- hand-out --------------------------------------------------------------------------
     def next_request(self) -> Request | None:
+        try:
+            return self._next_request()
+        except OSError as exc:
+            self._on_storage_error(exc, "reading the next request")
+            return None
+
+    def _next_request(self) -> Request | None:
         now = self.clock()
         self._fill()
         request = self._pop(now)
@@ -812,10 +878,43 @@ class IrlScheduler:
                 self._fill()
                 self._wake_engine()
             self._publish_stats()
+        except OSError as exc:
+            self._on_storage_error(exc, "the periodic write-out")
         except Exception:
             logger.exception(
                 "IRL scheduler housekeeping failed", extra={"spider": self.spider}
             )
+
+    def _on_storage_error(self, exc: OSError, where: str) -> None:
+        """A frontier write failed (full disk, I/O error): close the spider once, cleanly.
+
+        Going on would lose every URL enqueued from then on, one traceback each. What the
+        last save committed stays on disk, consistent, for the next start to resume.
+        """
+        self.counts["storage_errors"] += 1
+        self.stats.set_value(f"{STAT}/storage_errors", self.counts["storage_errors"])
+        if self._storage_error:
+            return
+        self._storage_error = True
+        logger.error(
+            "IRL scheduler: the frontier in %(path)s cannot be written (%(where)s: %(exc)s). "
+            "Closing the spider (reason %(reason)s); the next start with this JOBDIR "
+            "resumes from the last save once the disk has room, URLs enqueued since then "
+            "are lost.",
+            {"path": self.path, "where": where, "exc": exc, "reason": STORAGE_ERROR_REASON},
+            extra={"spider": self.spider},
+        )  # fmt: skip
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        close_async = getattr(engine, "close_spider_async", None)  # Scrapy >= 2.14
+        if close_async is not None:
+            closing = deferred_from_coro(close_async(reason=STORAGE_ERROR_REASON))
+        elif self.spider is not None:
+            closing = engine.close_spider(self.spider, STORAGE_ERROR_REASON)
+        else:
+            return
+        closing.addErrback(self._log_failure, "closing the spider after a storage error")
 
     def _work_due(self, now: float) -> bool:
         return bool(self._direct) or self.polite.due_now(now)

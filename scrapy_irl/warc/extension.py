@@ -133,7 +133,8 @@ class WarcExtension:
                 info=info,
             )
         except ValueError as exc:
-            raise NotConfigured(f"invalid IRL_WARC_* setting: {exc}") from exc
+            # Not NotConfigured: an enabled WARC output must not vanish without a word.
+            raise ValueError(f"invalid IRL_WARC_* setting: {exc}") from exc
 
     # -- signals ---------------------------------------------------------------------------
     def response_received(
@@ -154,7 +155,7 @@ class WarcExtension:
             return
         self._closed = True
         try:
-            self.writer.close()
+            self.writer.release()
         except Exception as exc:  # noqa: BLE001
             self._write_error(exc, "closing the file")
         self._update_stats()

@@ -31,6 +31,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from scrapy_irl import __version__
+from scrapy_irl.dirlock import DirectoryLock
 
 if TYPE_CHECKING:
     from typing import Self
@@ -250,7 +251,9 @@ class RotatingWarcWriter:
     A file is opened (and starts with a warcinfo record) on the first write after
     construction or rotation, and is finished once it reaches ``max_bytes``, so files exceed
     it by at most one :meth:`write` call. Not thread-safe; one writer per directory and
-    prefix at a time (recovery at construction treats every ``.open`` file as abandoned).
+    prefix at a time, enforced by an ``flock`` on ``.{prefix}.lock`` taken before recovery
+    (which treats every ``.open`` file of the prefix as abandoned); :meth:`release` gives
+    it up.
     """
 
     def __init__(
@@ -278,10 +281,18 @@ class RotatingWarcWriter:
         self.builder = WARCWriter(None, gzip=gzip, warc_version="1.1")
         self.hostname = socket.gethostname()
         self.directory.mkdir(parents=True, exist_ok=True)
+        # Before recovery, which renames every .open file of the prefix: a second writer
+        # must not "recover" the file a live one is still appending to.
+        self._lock = DirectoryLock(self.directory, f".{prefix}.lock", what="WARC output directory")
+        self._lock.acquire()
         #: What recovery did at construction, one entry per ``.open`` file found.
-        self.recovered: list[RecoveredFile] = (
-            recover_open_files(self.directory, prefix) if recover else []
-        )
+        try:
+            self.recovered: list[RecoveredFile] = (
+                recover_open_files(self.directory, prefix) if recover else []
+            )
+        except BaseException:
+            self._lock.release()
+            raise
         self.serial = 0  # serial of the next file
         self.records = 0  # records written by write() (warcinfo records not included)
         self.bytes = 0  # bytes written to files (warcinfo included)
@@ -328,11 +339,18 @@ class RotatingWarcWriter:
         if self._file is not None:
             self._finish()
 
+    def release(self) -> None:
+        """Finish the current file and give up the directory lock: the writer is done."""
+        try:
+            self.close()
+        finally:
+            self._lock.release()
+
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self.release()
 
     # -- internals --------------------------------------------------------------------------
     def _serialize(self, record: ArcWarcRecord) -> bytes:
@@ -349,6 +367,8 @@ class RotatingWarcWriter:
         return path.with_name(path.name + OPEN_SUFFIX)
 
     def _open_new(self) -> None:
+        if not self._lock.held:
+            raise RuntimeError(f"{self.directory}: WARC writer used after release()")
         stamp = file_timestamp(self.clock())
         for _ in range(_NAME_ATTEMPTS):
             path = (

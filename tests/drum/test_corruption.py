@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_irl.drum import Drum, DrumBatch, DrumCorruptionError, DrumError
+from scrapy_irl.drum.records import MAGIC_AUX, scan_frames
 
 
 def build(path: Path, *, owe_results: bool = False) -> None:
@@ -82,6 +83,23 @@ def test_aux_file_missing_frames_is_refused(tmp_path: Path) -> None:
     truncate(aux, 10)  # fewer aux frames than key frames: no crash order explains it
     with pytest.raises(DrumCorruptionError, match="aux frames"):
         reopen(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["emptied", "deleted"])
+def test_key_file_losing_whole_frames_is_refused_not_cut(tmp_path: Path, damage: str) -> None:
+    build(tmp_path)
+    kv = only(tmp_path, "bucket-0000.*.kv.drum")
+    aux = only(tmp_path, "bucket-0000.*.aux.drum")
+    frames = scan_frames(aux.read_bytes(), MAGIC_AUX, str(aux)).frames
+    assert len(frames) >= 2  # more aux frames than a kill can leave ahead of their kv frames
+    if damage == "emptied":
+        kv.write_bytes(b"")
+    else:
+        kv.unlink()
+    before = aux.read_bytes()
+    with pytest.raises(DrumCorruptionError, match="at most one aux frame ahead"):
+        reopen(tmp_path)
+    assert aux.read_bytes() == before  # nothing cut: the owner decides
 
 
 def test_torn_tail_is_cut_and_counted(tmp_path: Path) -> None:

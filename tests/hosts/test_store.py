@@ -117,6 +117,18 @@ def test_second_process_gets_a_clear_error(tmp_path):
         child.wait(10)
 
 
+def test_a_file_system_error_is_not_blamed_on_another_crawl(tmp_path, monkeypatch):
+    import plyvel
+
+    def read_only(*args, **kwargs):
+        raise plyvel.IOError(b"IO error: " + str(tmp_path).encode() + b"/h/LOCK: Read-only file system")
+
+    monkeypatch.setattr(plyvel, "DB", read_only)
+    with pytest.raises(HostStoreError, match="writable and the disk not full") as info:
+        HostStore(tmp_path / "h")
+    assert "another crawl" not in str(info.value).lower()
+
+
 def test_corrupt_table_file_is_reported(tmp_path):
     path = tmp_path / "h"
     with HostStore(path, write_buffer_bytes=64 * 1024) as store:

@@ -48,6 +48,19 @@ def test_needs_robotstxt_obey(tmp_path):
         RobotsCacheMiddleware(crawler)
 
 
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("IRL_ROBOTS_TTL", 0, "IRL_ROBOTS_TTL must be > 0"),
+    ("IRL_ROBOTS_RETRY_DELAY", -5, "IRL_ROBOTS_RETRY_DELAY must be > 0"),
+    ("IRL_ROBOTS_MAX_BYTES", "lots", "invalid IRL_ROBOTS_MAX_BYTES='lots'"),
+    ("IRL_ROBOTS_RETRY_MAX_DELAY", 1, "IRL_ROBOTS_RETRY_DELAY <= IRL_ROBOTS_RETRY_MAX_DELAY"),
+])
+def test_a_bad_setting_stops_the_crawl_instead_of_switching_robots_off(tmp_path, name, value, message):
+    crawler = fake_crawler(FakeWeb(), tmp_path)
+    crawler.settings.set(name, value)
+    with pytest.raises(ValueError, match=message):  # NotConfigured would mean: robots.txt ignored
+        RobotsCacheMiddleware(crawler)
+
+
 def test_rules_obeyed_and_fetched_once(make):
     web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
     mw = make(web)

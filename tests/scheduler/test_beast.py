@@ -117,11 +117,82 @@ def test_torn_or_zero_filled_tail_is_cut(tmp_path, damage):
     beast.push(b"one", 1, 0)
     beast.save()
     beast.push(b"two", 1, 0)
-    beast.save()
+    beast.ring[1].write_buffer()  # written; the kill comes before the next STATE save
     target = beast.ring[1].path
     damage(target, target.stat().st_size)
     again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
     assert drain(again) == (["one"] if damage is _tear else ["one", "two"])
+
+
+def _truncate_saved_frame(path):
+    with open(path, "r+b") as handle:
+        handle.truncate(path.stat().st_size - 3)
+
+
+def _empty(path):
+    path.write_bytes(b"")
+
+
+def _delete(path):
+    path.unlink()
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (_truncate_saved_frame, "STATE says .* were written before it was saved"),
+    (_empty, "STATE says .* were written before it was saved"),
+    (_delete, "missing, but STATE says"),
+])
+def test_damage_to_what_state_saved_is_refused_not_read_as_empty(tmp_path, damage, message):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    for n in range(5):
+        beast.push(b"entry-%d" % n, 1, 0)
+    beast.save()  # every frame now counts as durable: a kill cannot tear it
+    target = beast.ring[1].path
+    damage(target)
+    with pytest.raises(FrontierCorruptionError, match=message):
+        Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+
+
+def test_queue_files_without_state_are_refused_not_deleted(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"owed", 1, 0)
+    beast.close()
+    (tmp_path / "STATE").unlink()
+    files = {p.name: p.read_bytes() for p in tmp_path.glob("q*.beast")}
+    with pytest.raises(FrontierCorruptionError, match="STATE: missing, but 1 queue files"):
+        Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("q*.beast")} == files
+
+
+@pytest.mark.parametrize("edit", [lambda b: b.pop("ring"), lambda b: b.update(current=99),
+                                  lambda b: b.update(qf="x")])
+def test_a_state_with_a_valid_checksum_but_inconsistent_content_is_refused(tmp_path, edit):
+    import json
+    import zlib
+
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"kept", 1, 0)
+    beast.close()
+    wrapper = json.loads((tmp_path / "STATE").read_text())
+    edit(wrapper["body"])
+    wrapper["crc32"] = zlib.crc32(json.dumps(wrapper["body"], sort_keys=True).encode())
+    (tmp_path / "STATE").write_text(json.dumps(wrapper))
+    with pytest.raises(FrontierCorruptionError, match="STATE"):
+        drain(Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False))
+
+
+def test_state_of_an_earlier_version_without_lengths_still_resumes(tmp_path):
+    import json
+    import zlib
+
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.push(b"kept", 1, 0)
+    beast.close()
+    wrapper = json.loads((tmp_path / "STATE").read_text())
+    del wrapper["body"]["lengths"]
+    wrapper["crc32"] = zlib.crc32(json.dumps(wrapper["body"], sort_keys=True).encode())
+    (tmp_path / "STATE").write_text(json.dumps(wrapper))
+    assert drain(Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)) == ["kept"]
 
 
 def test_flipped_byte_is_refused(tmp_path):
@@ -392,7 +463,7 @@ def test_a_live_queue_shorter_than_its_cursor_is_still_refused(tmp_path):
     path = beast.ring[beast.current].path
     del beast
     path.write_bytes(b"")  # the queue being read lost its data
-    with pytest.raises(FrontierCorruptionError, match="past the end"):
+    with pytest.raises(FrontierCorruptionError, match="past the end|written before it was saved"):
         Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
 
 

@@ -19,6 +19,18 @@ from scrapy_irl.scheduler import IrlScheduler
         ("IRL_RAM_BACKLOG_SECONDS", -1, "IRL_RAM_BACKLOG_SECONDS cannot be negative"),
         ("IRL_ROBOTS_UNREACHABLE_RETRIES", -1, "cannot be negative"),
         ("IRL_TRAP_MAX_SEGMENT_REPEATS", 1, "IRL_TRAP_MAX_SEGMENT_REPEATS"),
+        # accepted before 2026-11-24, then the crawl hung or crawled at a crawl
+        ("IRL_FRONTIER_RAM_REQUESTS", 0, "IRL_FRONTIER_RAM_REQUESTS must be >= 1"),
+        ("IRL_DRUM_FLUSH_INTERVAL", 0, "IRL_DRUM_FLUSH_INTERVAL must be > 0"),
+        ("IRL_HANDOUT_TIMEOUT", 0, "IRL_HANDOUT_TIMEOUT must be > 0"),
+        ("IRL_CRAWL_DELAY_MAX", -1, "IRL_CRAWL_DELAY_MAX must be >= 0"),
+        ("IRL_IDLE_SAMPLE_INTERVAL", float("nan"), "invalid IRL_IDLE_SAMPLE_INTERVAL=nan"),
+        ("IRL_BUDGET_FUNCTION", "os.path.join", "calling it with in-degree 0 failed"),
+        # wrong types and typos name the setting and what it takes
+        ("IRL_HOST_DELAY", "abc", "invalid IRL_HOST_DELAY='abc': expected a number"),
+        ("IRL_SESSION_PARAMS", 5, "invalid IRL_SESSION_PARAMS=5: expected a list"),
+        ("IRL_BUDGET_FUNCTION", "lgo", "must be one of constant, linear, log, or the dotted"),
+        ("IRL_BUDGET_FUNCTION", "mypkg.nothere", "IRL_BUDGET_FUNCTION='mypkg.nothere' cannot be imported"),
     ],
 )
 def test_bad_setting_is_refused_and_leaves_no_directory(
@@ -37,3 +49,10 @@ def test_good_settings_make_a_temporary_frontier_directory(tmp_path, monkeypatch
     assert scheduler.temporary and scheduler.path.parent == tmp_path
     assert not scheduler.polite._by_budget
     scheduler.path.rmdir()
+
+
+def test_budget_function_names_are_case_insensitive():
+    from scrapy_irl.scheduler.pipeline import budget_policy
+
+    policy = budget_policy(get_crawler(settings_dict={"IRL_BUDGET_FUNCTION": " Linear"}).settings)
+    assert policy.kind == "linear" and policy(3) == 10 + 10 * 3

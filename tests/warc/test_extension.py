@@ -20,6 +20,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_irl.warc.extension import WarcExtension, warc_dir
 from tests.warc.site import CHUNKS, HTML, PNG, TEXT, warc_site
+from tests.warc.test_writer import listing
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTENSION = "scrapy_irl.warc.extension.WarcExtension"
@@ -59,8 +60,9 @@ def test_directory_defaults(tmp_path: Path):
     assert warc_dir(get_crawler(settings_dict={}).settings) == "warc"
 
 
-def test_invalid_settings_disable_with_a_reason(tmp_path: Path):
-    with pytest.raises(NotConfigured, match="IRL_WARC"):
+def test_invalid_settings_stop_the_crawl_with_a_reason(tmp_path: Path):
+    # not NotConfigured: WARC output that was asked for must not vanish silently
+    with pytest.raises(ValueError, match="IRL_WARC"):
         make_extension(tmp_path, IRL_WARC_MAX_BYTES=0)
 
 
@@ -94,7 +96,7 @@ def test_records_of_a_response(tmp_path: Path):
     assert req[3].get_header("Cookie") == "a=b" and req[3].get_header("Proxy-Authorization") is None
     assert req[3].get_header("Content-Length") == "3" and req[4] == b"k=v"
     assert (stat(ext, "records"), stat(ext, "files"), stat(ext, "write_errors")) == (2, 1, 0)
-    assert stat(ext, "bytes") == sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert stat(ext, "bytes") == sum(p.stat().st_size for p in listing(tmp_path))
 
 
 def test_head_keeps_content_length_and_odd_status_and_non_http_urls(tmp_path: Path):
@@ -145,7 +147,7 @@ def test_unserialisable_record_is_counted(tmp_path: Path):
     ext.response_received(response, request, None)
     ext.spider_closed(None)
     assert stat(ext, "write_errors") == 1 and stat(ext, "records") == 0
-    assert list(tmp_path.iterdir()) == []
+    assert listing(tmp_path) == []
 
 
 def test_recovery_stats(tmp_path: Path):
@@ -159,6 +161,7 @@ def test_recovery_stats(tmp_path: Path):
     open_file.write_bytes(data[:-10])  # the run is killed mid-record
     (tmp_path / "t-20200101000000000000-00009.warc.gz.open").write_bytes(b"\x1f\x8b torn")
     ext.writer._abandon()
+    ext.writer._lock.release()  # the process died: its lock went with it
     again = make_extension(tmp_path, IRL_WARC_GZIP=False)
     assert stat(again, "recovered_files") == 1 and stat(again, "recovered_files_removed") == 1
     last_request = data.rfind(b"WARC/1.1\r\n", 0, data.rfind(b"WARC-Type: request"))  # torn
@@ -222,7 +225,7 @@ def test_real_crawl_archives_every_response(tmp_path: Path):
     assert requests[base + "/"][1].get_header("Host") == base.removeprefix("http://")
     assert stats["irl_warc/records"] == 12 and stats["irl_warc/files"] == 1
     assert stats["irl_warc/write_errors"] == 0 and stats["finish_reason"] == "finished"
-    assert stats["irl_warc/bytes"] == sum(p.stat().st_size for p in directory.iterdir())
+    assert stats["irl_warc/bytes"] == sum(p.stat().st_size for p in listing(directory))
     # the refused connection has no response: nothing archived (the 404 reaches the errback too)
     assert stats["downloader/exception_count"] == 1 and stats["test/failed"] == 2
 
@@ -241,4 +244,4 @@ def test_real_crawl_survives_write_errors(tmp_path: Path):
     assert stderr.count("WARC write failed") == 1
     records = records_in(tmp_path / "warc")  # the default directory, in the current one
     assert len([r for r in records if r[0] == "response"]) == 3
-    assert stats["irl_warc/files"] == len(list((tmp_path / "warc").iterdir())) >= 2
+    assert stats["irl_warc/files"] == len(listing(tmp_path / "warc")) >= 2

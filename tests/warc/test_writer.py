@@ -11,6 +11,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 
 from scrapy_irl import __version__
+from scrapy_irl.dirlock import DirectoryInUseError
 from scrapy_irl.warc.writer import RotatingWarcWriter, recover_open_file
 
 NAME = re.compile(r"^t-(\d{20})-(\d{5})\.warc(\.gz)?$")
@@ -52,8 +53,13 @@ def read(path: Path) -> list[dict]:
     return out
 
 
+def listing(directory: Path) -> list[Path]:
+    """The directory's files but the writer's lock file (``.{prefix}.lock``)."""
+    return sorted(p for p in directory.iterdir() if not p.name.endswith(".lock"))
+
+
 def warc_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if not p.name.endswith(".open"))
+    return [p for p in listing(directory) if not p.name.endswith(".open")]
 
 
 @pytest.mark.parametrize("gzip", [True, False])
@@ -108,7 +114,7 @@ def test_rotation_by_size_keeps_groups_together_and_numbers_files(tmp_path: Path
 def test_close_without_writes_creates_no_file_and_writes_after_close_open_a_new_one(tmp_path: Path):
     writer = RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock)
     writer.close()
-    assert list(tmp_path.iterdir()) == []
+    assert listing(tmp_path) == []
     writer.write(*pair(writer, "http://a.example/", b"1"))
     writer.close()
     writer.write(*pair(writer, "http://a.example/", b"2"))
@@ -124,6 +130,23 @@ def test_a_taken_name_is_never_overwritten(tmp_path: Path):
         writer.write(*pair(writer, "http://a.example/", b"1"))
     assert taken.read_bytes() == b"someone else's"
     assert (tmp_path / "t-20231114221320250000-00001.warc.gz").exists()
+
+
+def test_a_second_writer_on_the_same_prefix_is_refused_before_recovery(tmp_path: Path):
+    live = RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock)
+    live.write(*pair(live, "http://a.example/", b"1"))
+    open_path = live.current_path
+    assert open_path is not None and open_path.exists()
+    with pytest.raises(DirectoryInUseError, match="in use by another crawl"):
+        RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock)
+    assert open_path.exists()  # the live file was not "recovered" from under the writer
+    with RotatingWarcWriter(tmp_path, "other", 10**9, clock=clock) as other:  # own prefix: fine
+        other.write(*pair(other, "http://b.example/", b"2"))
+    live.release()
+    with pytest.raises(RuntimeError, match="after release"):
+        live.write(*pair(live, "http://a.example/", b"3"))
+    RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock).release()  # free again
+    assert [NAME.match(p.name) is not None for p in warc_files(tmp_path)].count(True) == 1
 
 
 def test_invalid_arguments(tmp_path: Path):
@@ -205,7 +228,7 @@ def test_recovery_removes_a_file_without_a_page_record(tmp_path: Path, gzip: boo
     assert len(writer.recovered) == len(cuts)
     assert all(r.removed and r.final_path is None for r in writer.recovered)
     assert [r.bytes_cut for r in writer.recovered] == cuts
-    assert sorted(p.name for p in directory.iterdir()) == others
+    assert [p.name for p in listing(directory)] == others
 
 
 def test_recovery_stops_at_a_damaged_record_without_raising(tmp_path: Path):

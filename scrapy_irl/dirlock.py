@@ -1,0 +1,65 @@
+"""One process per job directory: an ``flock`` taken before anything in it is opened.
+
+The stores inside a frontier directory lock themselves too, but only once they are open,
+and opening one may already change files (BEAST drops queue files its STATE does not name,
+WARC recovery renames ``.open`` files). A second crawl started on the same ``JOBDIR`` would
+do that to the live crawl's files before a store refused it. This lock is taken first, so
+the second crawl is refused before it touches anything. ``flock`` locks die with the
+process, so a ``kill -9`` never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import Self
+
+from scrapy_irl.exceptions import IrlError
+
+
+class DirectoryInUseError(IrlError):
+    """Another process (or another open crawl in this one) holds the directory's lock."""
+
+
+class DirectoryLock:
+    """An exclusive, non-blocking ``flock`` on ``directory/name``, held until :meth:`release`."""
+
+    def __init__(self, directory: str | os.PathLike[str], name: str = "LOCK", *, what: str) -> None:
+        self.path = Path(directory, name)
+        self.what = what
+        self._fd: int | None = None
+
+    def acquire(self) -> Self:
+        """Take the lock or raise :class:`DirectoryInUseError` naming the directory."""
+        if self._fd is not None:
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DirectoryInUseError(
+                f"{self.path.parent}: this {self.what} is in use by another crawl (its lock "
+                f"{self.path.name} is held); two crawls cannot share it. Stop the other crawl "
+                "or give this one another JOBDIR."
+            ) from None
+        self._fd = fd
+        return self
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Give the lock up (the file stays: removing it would race with a new opener)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Self:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()

@@ -1,0 +1,96 @@
+"""Which files make a frontier directory whole, so a lost store is refused, not recreated.
+
+Each store recreates itself empty when its directory is missing: right for a new crawl,
+silent loss of the frontier (BEAST), of dedup (URLseen) or of the in-degrees (STAR) when
+a directory was deleted or not copied along. After the first start creates all of them,
+the scheduler writes ``FRONTIER``; from then on every store's index file must exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from scrapy_irl.drum.manifest import fsync_directory
+from scrapy_irl.exceptions import FrontierCorruptionError, IrlError
+
+MARKER = "FRONTIER"
+FORMAT = 1
+#: The index file of each store, relative to the frontier directory.
+REQUIRED = ("beast/STATE", "urlseen/MANIFEST", "star/pld_edges/MANIFEST",
+            "star/pld_indegree/MANIFEST")  # fmt: skip
+
+
+def _holds_data(path: Path) -> bool:
+    """Whether a store directory holds entries (DRUM data files, BEAST queue frames)."""
+    if not path.is_dir():
+        return False
+    return any(
+        p.stat().st_size for p in path.rglob("*") if p.suffix in (".drum", ".beast") and p.is_file()
+    )
+
+
+def check_frontier(path: Path) -> None:
+    """Raise :class:`FrontierCorruptionError` if a store of a created frontier is missing."""
+    present = [name for name in REQUIRED if (path / name).exists()]
+    missing = [name for name in REQUIRED if name not in present]
+    if not missing:
+        return
+    if (path / MARKER).exists():
+        raise FrontierCorruptionError(
+            f"{path}: {', '.join(missing)} missing, but {MARKER} says every store of this "
+            "frontier was created; recreating it empty would silently lose queued URLs, "
+            "dedup or budgets. Restore it, or delete the whole directory to start afresh."
+        )
+    # No marker: a new frontier, a first start killed while creating the stores (they are
+    # empty then), or a directory of an earlier version or of the DRUM dupefilter alone.
+    stores = {name.split("/")[0] for name in present}
+    if any(_holds_data(path / store) for store in stores):
+        raise FrontierCorruptionError(
+            f"{path}: holds data of {', '.join(sorted(stores))} but has no "
+            f"{', '.join(missing)}. If this JOBDIR was crawled with the DRUM dupefilter and "
+            "Scrapy's scheduler, the IRL scheduler cannot resume it (it has no queued "
+            "requests to resume): use a new JOBDIR. Otherwise a store was deleted: restore "
+            "it, or delete the whole directory to start afresh."
+        )
+
+
+def check_no_stock_queue(jobdir: str | None) -> None:
+    """Refuse a JOBDIR whose Scrapy scheduler queue still holds requests.
+
+    The IRL scheduler cannot read ``requests.queue``; starting would leave those requests
+    there unfetched, without a word.
+    """
+    if not jobdir:
+        return
+    active = Path(jobdir, "requests.queue", "active.json")
+    if not active.exists():
+        return
+    try:
+        pending = json.loads(active.read_text(encoding="utf-8")) not in ([], {})
+    except (ValueError, OSError):
+        pending = True
+    if pending:
+        raise IrlError(
+            f"{active.parent}: Scrapy's scheduler left requests queued in this JOBDIR, and "
+            "the IRL scheduler cannot read its queue. Finish that crawl with Scrapy's "
+            "scheduler, use a new JOBDIR, or delete requests.queue to drop those requests."
+        )
+
+
+def mark_frontier(path: Path, *, fsync: bool) -> None:
+    """Record that every store exists (idempotent; atomic rename, as the stores' indexes)."""
+    marker = path / MARKER
+    if marker.exists():
+        return
+    tmp = marker.with_suffix(".tmp")
+    with open(tmp, "w") as handle:
+        json.dump({"format": FORMAT, "created": time.time(), "stores": list(REQUIRED)}, handle)
+        if fsync:
+            handle.flush()
+            os.fsync(handle.fileno())
+    os.replace(tmp, marker)
+    if fsync:
+        fsync_directory(path)

@@ -1,0 +1,187 @@
+"""Opening and closing the IRL scheduler: one crawl per frontier directory (locked before
+anything in it is touched), lost stores refused rather than recreated empty, and a failed
+open or a failing store close that still releases everything."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.utils.test import get_crawler
+
+from scrapy_irl.dirlock import DirectoryInUseError
+from scrapy_irl.dupefilter import DrumDupeFilter
+from scrapy_irl.exceptions import FrontierCorruptionError, IrlError
+from scrapy_irl.scheduler import IrlScheduler
+
+
+def scheduler(**settings: object) -> IrlScheduler:
+    crawler = get_crawler(Spider, settings_dict=settings)
+    crawler.spider = crawler._create_spider("lifecycle")
+    return IrlScheduler.from_crawler(crawler)
+
+
+def opened(**settings: object) -> IrlScheduler:
+    sched = scheduler(**settings)
+    sched.open(sched.crawler.spider)
+    return sched
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != "LOCK"}  # fmt: skip
+
+
+def fill(sched: IrlScheduler, n: int) -> None:
+    for i in range(n):
+        sched.enqueue_request(Request(f"http://h{i % 7}.example/page{i}"))
+    sched.urlseen.merge()  # through URLseen ...
+    sched.star.flush()  # ... and STAR into BEAST
+    sched.beast.save()
+
+
+def test_a_second_crawl_on_the_same_jobdir_is_refused_before_touching_it(tmp_path: Path):
+    first = opened(JOBDIR=str(tmp_path))
+    fill(first, 30)
+    queued = len(first.beast)
+    assert queued == 30
+    before = snapshot(tmp_path / "irl")
+    second = scheduler(JOBDIR=str(tmp_path))
+    with pytest.raises(DirectoryInUseError, match="in use by another crawl"):
+        second.open(second.crawler.spider)
+    second.close("shutdown")
+    assert snapshot(tmp_path / "irl") == before  # no BEAST file dropped, nothing renamed
+    first.close("finished")
+    again = opened(JOBDIR=str(tmp_path))
+    assert len(again.beast) == queued
+    again.close("finished")
+
+
+@pytest.mark.parametrize("store", ["beast", "urlseen", "star"])
+def test_a_deleted_store_is_refused_not_recreated_empty(tmp_path: Path, store: str):
+    import shutil
+
+    sched = opened(JOBDIR=str(tmp_path))
+    fill(sched, 20)
+    sched.close("shutdown")
+    shutil.rmtree(tmp_path / "irl" / store)
+    with pytest.raises(FrontierCorruptionError, match="missing, but FRONTIER says"):
+        opened(JOBDIR=str(tmp_path))
+    assert not (tmp_path / "irl" / store).exists()  # refused before recreating anything
+
+
+def test_a_frontier_of_an_earlier_version_without_marker_resumes(tmp_path: Path):
+    sched = opened(JOBDIR=str(tmp_path))
+    fill(sched, 10)
+    sched.close("shutdown")
+    (tmp_path / "irl" / "FRONTIER").unlink()
+    again = opened(JOBDIR=str(tmp_path))
+    assert len(again.beast) == 10 and (tmp_path / "irl" / "FRONTIER").exists()
+    again.close("finished")
+
+
+def test_a_dupefilter_only_jobdir_is_refused_with_the_reason(tmp_path: Path):
+    crawler = get_crawler(Spider, settings_dict={"JOBDIR": str(tmp_path)})
+    dupefilter = DrumDupeFilter.from_crawler(crawler)
+    dupefilter.open()
+    for i in range(50):
+        dupefilter.request_seen(Request(f"http://a.example/{i}"))
+    dupefilter.close("finished")
+    with pytest.raises(FrontierCorruptionError, match="DRUM dupefilter and Scrapy's scheduler"):
+        opened(JOBDIR=str(tmp_path))
+
+
+def test_a_failed_open_closes_what_it_opened_and_removes_its_temporary_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    sched = scheduler(IRL_BEAST_QUEUES=1)  # refused by BEAST, after the directory exists
+    with pytest.raises(ValueError, match="IRL_BEAST_QUEUES"):
+        sched.open(sched.crawler.spider)
+    sched.close("shutdown")  # Scrapy still closes it: no AttributeError
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_open_unlocks_the_jobdir(tmp_path: Path):
+    sched = scheduler(JOBDIR=str(tmp_path), IRL_URLSEEN_BUCKETS=3)  # refused by URLseen
+    with pytest.raises(Exception, match="power of two"):
+        sched.open(sched.crawler.spider)
+    sched.close("shutdown")
+    opened(JOBDIR=str(tmp_path)).close("finished")  # STAR, BEAST and the lock were released
+
+
+def test_a_failing_store_close_does_not_keep_the_others_open(tmp_path: Path):
+    sched = opened(JOBDIR=str(tmp_path))
+    fill(sched, 10)
+
+    def full_disk() -> None:
+        raise OSError(28, "No space left on device")
+
+    sched.urlseen.close = full_disk  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="No space left"):
+        sched.close("finished")
+    os.close(sched.urlseen._lock_fd)  # what the end of the process does to URLseen's lock
+    again = opened(JOBDIR=str(tmp_path))  # STAR and BEAST were closed, the lock released
+    assert len(again.beast) == 10
+    again.close("finished")
+
+
+class FakeEngine:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    async def close_spider_async(self, *, reason: str = "cancelled") -> None:
+        self.reasons.append(reason)
+
+
+def test_a_full_disk_closes_the_spider_once_instead_of_failing_every_link(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    import errno
+
+    sched = opened(JOBDIR=str(tmp_path))
+    engine = FakeEngine()
+    sched.crawler.engine = engine  # type: ignore[assignment]
+    calls = []
+
+    def full_disk(*args: object) -> None:
+        calls.append(args)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    sched.urlseen.check_update = full_disk  # type: ignore[method-assign]
+    sched.beast.sync = full_disk  # type: ignore[method-assign]
+    assert sched.enqueue_request(Request("http://a.example/1")) is False
+    assert sched.enqueue_request(Request("http://a.example/2")) is False  # not even tried
+    sched._on_tick()  # the periodic write-out fails too: counted, no second close
+    assert len(calls) == 2
+    assert engine.reasons == ["irl_storage_error"]
+    stats = sched.crawler.stats
+    assert stats.get_value("irl_sched/storage_errors") == 2
+    sched._publish_stats()
+    assert stats.get_value("irl_sched/refused_after_storage_error") == 1
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "cannot be written" in errors[0].getMessage()
+    del sched.beast.sync  # the disk has room again by the time the spider closes
+    del sched.urlseen.check_update
+    sched.close("irl_storage_error")
+
+
+def test_a_jobdir_with_requests_left_by_scrapys_scheduler_is_refused(tmp_path: Path):
+    from scrapy.core.scheduler import Scheduler
+
+    crawler = get_crawler(Spider, settings_dict={
+        "JOBDIR": str(tmp_path),
+        "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",  # needs no engine
+    })  # fmt: skip
+    crawler.spider = crawler._create_spider("stock")
+    stock = Scheduler.from_crawler(crawler)
+    stock.open(crawler.spider)
+    stock.enqueue_request(Request("http://a.example/left-behind"))
+    stock.close("shutdown")
+    with pytest.raises(IrlError, match="Scrapy's scheduler left requests queued"):
+        opened(JOBDIR=str(tmp_path))
+    (tmp_path / "requests.queue" / "active.json").write_text("[]")  # drained: fine
+    opened(JOBDIR=str(tmp_path)).close("finished")
