@@ -67,9 +67,9 @@ class IrlProgress:
         settings = crawler.settings
         if not config.getbool(settings, "IRL_PROGRESS_ENABLED"):
             raise NotConfigured
-        interval = config.getfloat(settings, "IRL_PROGRESS_INTERVAL")
-        if interval <= 0:
-            raise NotConfigured("IRL_PROGRESS_INTERVAL must be positive")
+        interval = config.getfloat(settings, "IRL_PROGRESS_INTERVAL", minimum=0)
+        if interval == 0:
+            raise NotConfigured("IRL_PROGRESS_INTERVAL = 0: no progress lines")
         bar = config.getbool(settings, "IRL_PROGRESS_BAR") and sys.stderr.isatty()
         ext = cls(crawler, interval, bar)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)

@@ -52,3 +52,9 @@ def test_bar_redraws_and_clears():
 def test_disabled(settings):
     with pytest.raises(NotConfigured):
         IrlProgress.from_crawler(crawler(**settings))
+
+
+@pytest.mark.parametrize("value", [-1, "often", float("nan")])
+def test_a_bad_interval_is_an_error_naming_the_setting(value):
+    with pytest.raises(ValueError, match="IRL_PROGRESS_INTERVAL"):
+        IrlProgress.from_crawler(crawler(IRL_PROGRESS_INTERVAL=value))

@@ -12,6 +12,7 @@ next open replays the log. ``sync=True`` also survives power loss, at an fsync p
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ import plyvel
 
 from scrapy_irl.exceptions import HostStoreError
 from scrapy_irl.hosts.records import DnsRecord, RecordError, RobotsRecord
+
+logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 FORMAT_KEY = b"\x00format"
@@ -55,6 +58,7 @@ class HostStore:
     ) -> None:
         self.path = Path(path).absolute()  # LevelDB locks by path string: one spelling
         self.sync = sync
+        self.write_errors = 0  # puts that failed (full disk, I/O error); see _put
         self.path.mkdir(parents=True, exist_ok=True)
         try:
             self._db: Any = plyvel.DB(
@@ -148,9 +152,20 @@ class HostStore:
         return None if data is None else RobotsRecord.decode(data)
 
     def put_robots(self, origin: str, record: RobotsRecord) -> None:
-        self._db.put(
-            ROBOTS_PREFIX + origin.encode("utf-8"), record.encode(), sync=self.sync
-        )
+        self._put(ROBOTS_PREFIX + origin.encode("utf-8"), record.encode())
+
+    def _put(self, key: bytes, value: bytes) -> None:
+        """Store a record; a failed write (full disk) is logged once and counted, not raised:
+        the store is a cache, the record stays in the callers' RAM caches and is refetched
+        by a later run, and the crawl (or the frontier's own error) decides what follows."""
+        try:
+            self._db.put(key, value, sync=self.sync)
+        except plyvel.Error as exc:
+            self.write_errors += 1
+            if self.write_errors == 1:
+                logger.error("Host store %s: a write failed (%s); robots.txt and DNS records "
+                             "are kept in RAM only until it works again (further failures "
+                             "are counted, not logged)", self.path, exc)  # fmt: skip
 
     def delete_robots(self, origin: str) -> None:
         self._db.delete(ROBOTS_PREFIX + origin.encode("utf-8"), sync=self.sync)
@@ -160,7 +175,7 @@ class HostStore:
         return None if data is None else DnsRecord.decode(data)
 
     def put_dns(self, host: str, record: DnsRecord) -> None:
-        self._db.put(DNS_PREFIX + host.encode("utf-8"), record.encode(), sync=self.sync)
+        self._put(DNS_PREFIX + host.encode("utf-8"), record.encode())
 
     def delete_dns(self, host: str) -> None:
         self._db.delete(DNS_PREFIX + host.encode("utf-8"), sync=self.sync)

@@ -26,6 +26,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.job import job_dir
 from twisted.internet import task
 
+from scrapy_irl import config
+
 if TYPE_CHECKING:
     from typing import Self
 
@@ -42,7 +44,6 @@ DEFAULT_DIR_NAME = "irl-report-data"
 PLD_TABLE_SIZE = 500
 
 DEFAULT_ENABLED = False
-DEFAULT_INTERVAL = 5.0
 DEFAULT_DIR = ""
 DEFAULT_AT_CLOSE = False
 
@@ -100,12 +101,8 @@ class StatsSampler:
         settings = crawler.settings
         if not settings.getbool("IRL_REPORT_ENABLED", DEFAULT_ENABLED):
             raise NotConfigured("IRL_REPORT_ENABLED is off")
-        interval = settings.getfloat("IRL_REPORT_INTERVAL", DEFAULT_INTERVAL)
-        if not interval > 0:
-            logger.warning(
-                "IRL_REPORT_INTERVAL must be > 0 (got %r); report disabled", interval
-            )
-            raise NotConfigured("IRL_REPORT_INTERVAL must be > 0")
+        # A bad value raises (not NotConfigured): a report asked for must not vanish.
+        interval = config.getfloat(settings, "IRL_REPORT_INTERVAL", above=0)
         ext = cls(crawler, data_dir(settings), interval,
                   append=bool(job_dir(settings)),
                   report_at_close=settings.getbool("IRL_REPORT_AT_CLOSE", DEFAULT_AT_CLOSE))

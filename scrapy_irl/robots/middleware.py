@@ -144,6 +144,8 @@ class RobotsCacheMiddleware:
         self._closed = True
         self.stats.set_value(f"{STAT_PREFIX}/memory_entries", len(self.cache))
         self.stats.set_value(f"{STAT_PREFIX}/memory_bytes", self.cache.held_bytes)
+        if self.store.write_errors:
+            self.stats.set_value("irl_hosts/store_write_errors", self.store.write_errors)
         _BY_CRAWLER.pop(id(self.crawler), None)
         self.store.release()
 

@@ -9,11 +9,14 @@ taking d and returning a budget) is accepted too. Budgets are clamped to [1, ``m
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 KINDS = ("constant", "linear", "log")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,9 @@ class BudgetPolicy:
     per_degree: float = 10.0
     maximum: float = 10_000.0
     function: Callable[[int], float] | None = None
+    #: Calls of ``function`` that raised mid-crawl (those PLDs got B_0); one-item list so a
+    #: frozen policy can count.
+    failures: list[int] = field(default_factory=lambda: [0], compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.function is None and self.kind not in KINDS:
@@ -42,7 +48,7 @@ class BudgetPolicy:
         here, with the setting named, not on every budget lookup mid-crawl."""
         for degree in (0, 1, 10, 1000):
             try:
-                self(degree)
+                float(self.function(degree))  # type: ignore[misc]
             except Exception as exc:  # noqa: BLE001 - any failure of user code is reported
                 raise ValueError(
                     f"IRL_BUDGET_FUNCTION {self.kind}: calling it with in-degree {degree} "
@@ -52,7 +58,7 @@ class BudgetPolicy:
     def __call__(self, indegree: int) -> int:
         d = max(0, int(indegree))
         if self.function is not None:
-            value = float(self.function(d))
+            value = self._call_user(d)
         elif self.kind == "constant":
             value = self.base
         elif self.kind == "linear":
@@ -62,3 +68,16 @@ class BudgetPolicy:
         if not math.isfinite(value):
             value = self.maximum
         return int(min(self.maximum, max(1.0, value)))
+
+    def _call_user(self, degree: int) -> float:
+        """The user function's budget; if it raises for some in-degree the start-up probe
+        did not try, B_0 (logged once, counted), rather than a failing STAR merge."""
+        try:
+            return float(self.function(degree))  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - user code; the crawl goes on
+            self.failures[0] += 1
+            if self.failures[0] == 1:
+                logger.error("IRL_BUDGET_FUNCTION %s failed for in-degree %d (%r); PLDs it "
+                             "fails for get B_0 = %s (further failures are not logged)",
+                             self.kind, degree, exc, self.base)  # fmt: skip
+            return self.base

@@ -190,6 +190,7 @@ class Star:
             "plds": len(self.plds),
             "pending": self.pending,
             "merges": self.edges.stats.merges + self.plds.stats.merges,
+            "budget_function_failures": self.policy.failures[0],
         }
 
     def close(self) -> None:

@@ -129,6 +129,27 @@ def test_a_file_system_error_is_not_blamed_on_another_crawl(tmp_path, monkeypatc
     assert "another crawl" not in str(info.value).lower()
 
 
+def test_a_failed_write_is_counted_and_logged_once_not_raised(tmp_path, caplog):
+    import plyvel
+
+    store = HostStore(tmp_path / "h")
+
+    class FullDisk:
+        def put(self, *args, **kwargs):
+            raise plyvel.IOError(b"IO error: No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    real, store._db = store._db, FullDisk()
+    store.put_dns("a.example", DnsRecord(("127.0.0.1",), 1.0, 60.0, "", 0))
+    store.put_robots("http://a.example", record(1))
+    assert store.write_errors == 2
+    assert [r.levelname for r in caplog.records].count("ERROR") == 1
+    store._db = real
+    store.close()
+
+
 def test_corrupt_table_file_is_reported(tmp_path):
     path = tmp_path / "h"
     with HostStore(path, write_buffer_bytes=64 * 1024) as store:

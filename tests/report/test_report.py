@@ -129,6 +129,13 @@ def test_numeric_stats_keeps_only_finite_numbers() -> None:
     ) == {"a": 1, "b": 2.5}
 
 
+def test_a_bad_interval_stops_the_crawl_instead_of_dropping_the_report() -> None:
+    with pytest.raises(ValueError, match="IRL_REPORT_INTERVAL must be > 0"):
+        StatsSampler.from_crawler(
+            get_crawler(settings_dict={"IRL_REPORT_ENABLED": True, "IRL_REPORT_INTERVAL": 0})
+        )
+
+
 def test_from_crawler_needs_the_setting_and_picks_the_directory(tmp_path: Path) -> None:
     with pytest.raises(NotConfigured):
         StatsSampler.from_crawler(get_crawler(settings_dict={}))

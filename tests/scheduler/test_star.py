@@ -78,3 +78,22 @@ def test_budget_functions():
         BudgetPolicy(kind="quadratic")
     with pytest.raises(ValueError):
         BudgetPolicy(base=0)
+
+
+def test_a_user_function_failing_mid_crawl_gives_b0_and_is_counted(caplog):
+    def picky(d: int) -> float:
+        if d == 37:
+            raise ZeroDivisionError("no budget for 37")
+        return 5 + d
+
+    policy = BudgetPolicy(kind="mypkg.picky", base=8, function=picky)  # the probe passes
+    assert policy(36) == 41
+    assert policy(37) == 8 and policy(37) == 8
+    assert policy.failures == [2]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "in-degree 37" in errors[0]
+
+
+def test_a_user_function_failing_at_start_up_is_refused():
+    with pytest.raises(ValueError, match="calling it with in-degree 1000 failed"):
+        BudgetPolicy(kind="mypkg.small", function=lambda d: 1 / (d < 1000))
