@@ -21,6 +21,11 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy_irl.robots.middleware.RobotsCacheMiddleware": 100,
     "scrapy_irl.robots.crawl_delay.CrawlDelayMiddleware": 101,
 }
+#: Our spider middlewares: the link source for STAR, outermost (after Scrapy's own filter
+#: the output, so requests they add are stamped too).
+SPIDER_MIDDLEWARES = {
+    "scrapy_irl.linksource.LinkSourceMiddleware": 25,
+}
 
 
 class Addon:
@@ -42,6 +47,10 @@ class Addon:
         for path, priority in DOWNLOADER_MIDDLEWARES.items():
             if path not in middlewares:
                 settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(path), priority)
+        spider_middlewares = settings.getdict("SPIDER_MIDDLEWARES")
+        for path, priority in SPIDER_MIDDLEWARES.items():
+            if path not in spider_middlewares:
+                settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", _load(path), priority)
 
 
 def _load(path: str) -> type:

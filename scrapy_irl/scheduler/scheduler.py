@@ -40,6 +40,7 @@ from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import hosts_dir
 from scrapy_irl.hosts.records import RobotsKind
 from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.linksource import SOURCE_META_KEY
 from scrapy_irl.robots.middleware import robots_for
 from scrapy_irl.robots.origin import origin_of
 from scrapy_irl.scheduler.codec import (
@@ -392,7 +393,9 @@ class IrlScheduler:
             self.counts["no_host"] += 1
             self._direct.append(request)
             return True
-        source = request.meta.get("irl_source") or request.headers.get(b"Referer")
+        # The page the link was found on (LinkSourceMiddleware), dropped from meta so the
+        # record on disk does not carry it; the Referer header when the middleware is off.
+        source = request.meta.pop(SOURCE_META_KEY, None) or request.headers.get(b"Referer")
         if not request.dont_filter and self.trap_rule.active:
             trap = self.trap_rule(parts.path)
             if trap is not None:
