@@ -89,6 +89,19 @@ class Held:
         self.token = token
 
 
+class Handout:
+    """A request handed to the engine: its host stays busy until the request is over."""
+
+    __slots__ = ("host", "item", "reached", "request", "when")
+
+    def __init__(self, host: Host, when: float, item: Any, request: Request) -> None:
+        self.host = host
+        self.when = when  # hand-out time (scheduler clock)
+        self.reached = False  # request_reached_downloader seen
+        self.item = item  # what RAM held (Held record or Request), released at the end
+        self.request = request
+
+
 class RobotsMarker:
     """Host-queue item meaning "fetch robots.txt of this origin before anything else"."""
 
@@ -174,8 +187,8 @@ class IrlScheduler:
         self._robots_hosts: dict[
             str, Host
         ] = {}  # robots.txt URL being fetched -> its host
-        # id(request) -> (host, hand-out time, reached the downloader, the RAM item)
-        self._handed: dict[int, tuple[Host, float, bool, Any]] = {}
+        # id(request) -> its hand-out, until the request is over
+        self._handed: dict[int, Handout] = {}
         self._last_idle_merge = float("-inf")
         self._tick: task.LoopingCall | None = None
         self._closed = False
@@ -247,6 +260,7 @@ class IrlScheduler:
             self._reached, signal=signals.request_reached_downloader
         )
         self.crawler.signals.connect(self._left, signal=signals.request_left_downloader)
+        self.crawler.signals.connect(self._answered, signal=signals.response_received)
         if self.flush_interval > 0:
             self._tick = task.LoopingCall(self._on_tick)
             self._tick.start(self.flush_interval, now=False)
@@ -758,7 +772,7 @@ class IrlScheduler:
                     self.polite.finished(host, now)
                     self._release(item)
                     continue
-            self._handed[id(request)] = (host, now, False, item)
+            self._handed[id(request)] = Handout(host, now, item, request)
             request.meta["irl_host"] = host.name
             return request
         return None
@@ -813,8 +827,8 @@ class IrlScheduler:
             return
         entry = self._handed.get(id(request))
         if entry is not None:
-            self._handed[id(request)] = (entry[0], entry[1], True, entry[3])
-            self.polite.restarted(entry[0], self.clock())
+            entry.reached = True
+            self.polite.restarted(entry.host, self.clock())
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
         if request.meta.get("dont_obey_robotstxt"):
@@ -824,11 +838,25 @@ class IrlScheduler:
             return
         entry = self._handed.pop(id(request), None)
         if entry is not None:
-            self._correct_start(entry[0], request)
-            self._refresh_budget(entry[0])
-            self.polite.finished(entry[0], self.clock())
-            self._release(entry[3])
-            self._wake_engine()
+            self._correct_start(entry.host, request)
+            self._finish(entry)
+
+    def _finish(self, entry: Handout) -> None:
+        """The request is over: its host (and IP) may be served again once due."""
+        self._refresh_budget(entry.host)
+        self.polite.finished(entry.host, self.clock())
+        self._release(entry.item)
+        self._wake_engine()
+
+    def _answered(self, response: Any, request: Request, spider: Spider | None = None) -> None:
+        """A response that never went through the downloader (a downloader middleware
+        answered: HttpCacheMiddleware's cached pages, a mock): no request_left_downloader
+        will come, so the host is freed now rather than after IRL_HANDOUT_TIMEOUT."""
+        entry = self._handed.get(id(request))
+        if entry is not None and not entry.reached:
+            del self._handed[id(request)]
+            self.counts["handouts_answered_by_middleware"] += 1
+            self._finish(entry)
 
     def _correct_start(self, host: Host, request: Request) -> None:
         """Time the host's and IP's next request from this request's end.
@@ -843,13 +871,34 @@ class IrlScheduler:
         self.polite.restarted(host, self.clock())
 
     def _expire_handouts(self, now: float) -> None:
-        """Requests handed out that never reached the downloader (dropped by a middleware)."""
-        for key, (host, when, reached, item) in list(self._handed.items()):
-            if not reached and now - when > self.handout_timeout:
-                del self._handed[key]
-                self.polite.finished(host, now)
-                self._release(item)
+        """Free the hosts of requests that ended without reaching the downloader.
+
+        A downloader middleware that raises (IgnoreRequest from OffsiteMiddleware, any
+        error) ends a request with no signal the scheduler could hear. The engine keeps
+        every request it is working on in its slot's ``inprogress`` from the moment it
+        takes it from ``next_request`` until the request is over, so a hand-out that has
+        left that set without reaching the downloader is over (checked every tick).
+        IRL_HANDOUT_TIMEOUT remains the bound when the engine's set cannot be read.
+        """
+        in_progress = self._engine_in_progress()
+        for key, entry in list(self._handed.items()):
+            if entry.reached:
+                continue
+            if in_progress is not None and entry.request not in in_progress:
+                self.counts["handouts_ended_before_download"] += 1
+            elif now - entry.when > self.handout_timeout:
                 self.counts["handouts_expired"] += 1
+            else:
+                continue
+            del self._handed[key]
+            self._finish(entry)
+
+    def _engine_in_progress(self) -> Any:
+        """The engine's set of requests being worked on (Scrapy's ``_Slot.inprogress``)."""
+        engine = getattr(self.crawler, "engine", None)
+        slot = getattr(engine, "_slot", None)
+        in_progress = getattr(slot, "inprogress", None)
+        return in_progress if isinstance(in_progress, set) else None
 
     # -- engine and housekeeping -------------------------------------------------------------
     def _wake_engine(self) -> None:

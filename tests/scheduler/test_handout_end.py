@@ -1,0 +1,57 @@
+"""A request that ends without reaching the downloader frees its host at once.
+
+Downloader middlewares end requests early all the time: HttpCacheMiddleware answers from
+its cache, OffsiteMiddleware raises IgnoreRequest. Neither sends the downloader's
+signals, so the scheduler used to keep the host "in flight" until IRL_HANDOUT_TIMEOUT
+(60 s) ran out: one page a minute from a cache, and a crawl that could not close.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.crawl_runner import crawl_in_subprocess as crawl
+from tests.loopback_site import _Server, serving
+
+#: Zero delays: what is measured is only whether a host is freed, not politeness.
+FAST = {
+    "ADDONS": {"scrapy_irl.Addon": 0},
+    "IRL_HOST_DELAY": 0.0, "IRL_HOST_DELAY_MIN": 0.0, "IRL_IP_DELAY": 0.0,
+    "IRL_IP_DELAY_MIN": 0.0, "IRL_POLITENESS_MARGIN": 0.0,
+    # Well under the 60 s a stuck hand-out would hold its host: a crawl that waits for
+    # one is stopped by the timeout instead of finishing.
+    "CLOSESPIDER_TIMEOUT": 45,
+}  # fmt: skip
+
+
+def test_requests_refused_or_answered_by_a_middleware_free_their_host(tmp_path: Path) -> None:
+    with serving(_Server(size=40)) as server:
+        stats, _ = crawl({
+            "start": [f"{server.base_url}/page/{n}" for n in range(40)],
+            "settings": {
+                **FAST, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                "DOWNLOADER_MIDDLEWARES": {"tests.scheduler.short_circuit.ShortCircuitMiddleware": 950},
+            },
+        })  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    # Of the 40 pages, the middleware refuses the 20 odd ones and answers 9 (4, 8, ..., 36),
+    # so only the 11 others reach the server (their links are all duplicates).
+    assert stats["irl_sched/handouts_ended_before_download"] == 20
+    assert stats["irl_sched/handouts_answered_by_middleware"] == 9
+    assert stats.get("irl_sched/handouts_expired", 0) == 0
+    pages = {path for path in server.hits if path.startswith("/page/")}
+    assert pages == {f"/page/{n}" for n in range(40) if n % 2 == 0 and not (n and n % 4 == 0)}
+
+
+def test_a_crawl_served_from_the_http_cache_is_not_held_back(tmp_path: Path) -> None:
+    settings = {**FAST, "IRL_HOSTS_DIR": str(tmp_path / "hosts"), "HTTPCACHE_ENABLED": True,
+                "HTTPCACHE_DIR": str(tmp_path / "httpcache")}  # fmt: skip
+    with serving(_Server(size=30)) as server:
+        first, _ = crawl({"start": [f"{server.base_url}/page/1"], "settings": settings})
+        fetched = sum(server.hits.values())
+        second, _ = crawl({"start": [f"{server.base_url}/page/1"], "settings": settings})
+        assert sum(server.hits.values()) == fetched  # the second crawl asked nothing
+    assert first["finish_reason"] == second["finish_reason"] == "finished"
+    assert second["httpcache/hit"] == first["httpcache/miss"] >= 29  # /page/1.. and robots
+    assert second["irl_sched/handouts_answered_by_middleware"] == second["scheduler/dequeued"]
+    assert second.get("irl_sched/handouts_expired", 0) == 0
