@@ -3,7 +3,8 @@
 Copied next to Scrapy's ``tests/`` (from its source distribution) and loaded with
 ``-p irl_swap_plugin``. After collection it rebinds the module globals the tests build
 their objects from, so the unchanged tests exercise our classes; every test runs in its
-own working directory, so each gets a fresh host store (``.scrapy/irl/hosts``).
+own working directory, so each gets a fresh host store (``.scrapy/irl/hosts``). The run
+asks no DNS server: ``loopback_dns`` is installed as the suite's ``sitecustomize``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ SCHEDULER_DEFAULTS = {
 
 def pytest_configure(config: pytest.Config) -> None:
     import os
+    import socket
+
+    if hasattr(socket.getaddrinfo, "__wrapped__"):  # sitecustomize = loopback_dns loaded
+        print("irl_swap_plugin: DNS lookups limited to loopback")
 
     if os.environ.get("IRL_SWAP_SCHEDULER") == "1":
         from scrapy.settings import default_settings

@@ -48,18 +48,29 @@ def scrapy_sdist_tests(work: Path) -> Path:
         tar.extractall(work, members=members, filter="data")
     suite = work / root
     shutil.copy(HERE / "irl_swap_plugin.py", suite / "irl_swap_plugin.py")
+    shutil.copy(HERE / "loopback_dns.py", suite / "sitecustomize.py")
     return suite
+
+
+def suite_env(suite: Path) -> dict[str, str]:
+    """The environment of a run of Scrapy's suite: its root first on ``PYTHONPATH``, so
+    every Python process of the run loads ``sitecustomize`` (``loopback_dns``) and asks
+    no DNS server."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(suite)
+    return env
 
 
 def test_scrapy_robotstxt_middleware_tests(tmp_path: Path) -> None:
     suite = scrapy_sdist_tests(tmp_path)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = suite_env(suite)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "irl_swap_plugin", "-p", "no:cacheprovider",
          "-rA", "-q", "-s", "tests/test_downloadermiddleware_robotstxt.py"],
         cwd=suite, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     out = proc.stdout
+    assert "DNS lookups limited to loopback" in out, out[-3000:]
     assert "RobotsTxtMiddleware -> scrapy_irl.robots.middleware.RobotsCacheMiddleware" in out, out[-3000:]
     passed = set(re.findall(r"^PASSED \S+::TestRobotsTxtMiddleware::(\w+)", out, re.MULTILINE))
     failed = set(re.findall(r"^FAILED \S+::TestRobotsTxtMiddleware::(\w+)", out, re.MULTILINE))
