@@ -18,6 +18,8 @@ from typing import Any
 
 import scrapy
 from scrapy.crawler import CrawlerProcess
+
+import tests.loopback_dns  # noqa: F401 - the crawl asks no DNS server either
 from scrapy.linkextractors import LinkExtractor
 
 

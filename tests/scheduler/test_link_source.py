@@ -7,6 +7,7 @@ scheduler saw no source for them, and the linked PLDs got no in-degree at all.
 
 from __future__ import annotations
 
+import socketserver
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -51,8 +52,11 @@ class _Site(LoopbackServer):
         super().__init__(_Handler)
 
     def server_bind(self) -> None:  # each site on its own loopback address: its own PLD
+        # TCPServer's bind, not HTTPServer's: that one calls socket.getfqdn(), a reverse
+        # DNS query for 127.0.0.2 that /etc/hosts does not answer, so it leaves the machine.
         self.server_address = (self.address, 0)
-        super().server_bind()
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.address, self.server_address[1]
 
     @property
     def base_url(self) -> str:

@@ -48,13 +48,13 @@ def scrapy_sdist_tests(work: Path) -> Path:
         tar.extractall(work, members=members, filter="data")
     suite = work / root
     shutil.copy(HERE / "irl_swap_plugin.py", suite / "irl_swap_plugin.py")
-    shutil.copy(HERE / "loopback_dns.py", suite / "sitecustomize.py")
+    shutil.copy(HERE.parent / "loopback_dns.py", suite / "sitecustomize.py")
     return suite
 
 
 def suite_env(suite: Path) -> dict[str, str]:
     """The environment of a run of Scrapy's suite: its root first on ``PYTHONPATH``, so
-    every Python process of the run loads ``sitecustomize`` (``loopback_dns``) and asks
+    every Python process of the run loads ``sitecustomize`` (``tests/loopback_dns``) and asks
     no DNS server."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(suite)
