@@ -76,3 +76,17 @@ def getlist(settings: BaseSettings, name: str) -> list[str]:
     if value is None or isinstance(value, str | list | tuple):
         return settings.getlist(name, _default(name))
     raise _bad(name, value, "a list or a comma-separated string")
+
+
+def uses_irl_scheduler(settings: BaseSettings) -> bool:
+    """Whether ``SCHEDULER`` is the IRL scheduler (or a subclass): components that only
+    serve it, or that it replaces, switch themselves on or off by this."""
+    from scrapy.utils.misc import load_object
+
+    from scrapy_irl.scheduler import IrlScheduler
+
+    try:
+        scheduler = load_object(settings.get("SCHEDULER"))
+    except (ImportError, ValueError, NameError, TypeError):
+        return False
+    return isinstance(scheduler, type) and issubclass(scheduler, IrlScheduler)

@@ -8,16 +8,21 @@ and every https -> http link under the default policy remove it, and with it exa
 the cross-site links that budgets are made of. This spider middleware writes the source
 page's URL into ``meta["irl_source"]``, which the IRL scheduler reads first (and drops,
 so the record on disk does not carry it); it never overwrites a value the spider set.
+With another ``SCHEDULER`` it switches itself off (nothing would read the key).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from scrapy.exceptions import NotConfigured
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
+
+from scrapy_irl import config
 
 if TYPE_CHECKING:
     from scrapy import Request
+    from scrapy.crawler import Crawler
     from scrapy.http import Response
 
 #: The meta key the IRL scheduler takes a link's source page from.
@@ -26,6 +31,11 @@ SOURCE_META_KEY = "irl_source"
 
 class LinkSourceMiddleware(BaseSpiderMiddleware):
     """Stamp each request yielded from a response with that response's URL."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        if not config.uses_irl_scheduler(crawler.settings):
+            raise NotConfigured("only the IRL scheduler reads the link source")
+        super().__init__(crawler)
 
     def get_processed_request(
         self, request: Request, response: Response | None

@@ -26,18 +26,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _uses_irl_scheduler(settings: Any) -> bool:
-    from scrapy.utils.misc import load_object
-
-    from scrapy_irl.scheduler import IrlScheduler
-
-    try:
-        scheduler = load_object(settings.get("SCHEDULER"))
-    except (ImportError, ValueError, NameError, TypeError):
-        return False
-    return isinstance(scheduler, type) and issubclass(scheduler, IrlScheduler)
-
-
 class CrawlDelayMiddleware:
     """Raise download-slot delays to robots.txt Crawl-delay (stock scheduler only)."""
 
@@ -47,7 +35,7 @@ class CrawlDelayMiddleware:
             settings, "IRL_CRAWL_DELAY_ENABLED"
         ):
             raise NotConfigured
-        if _uses_irl_scheduler(settings):
+        if config.uses_irl_scheduler(settings):
             raise NotConfigured("the IRL scheduler applies Crawl-delay in its host heap")
         self.crawler = crawler
         self.max_delay = config.getfloat(settings, "IRL_CRAWL_DELAY_MAX", minimum=0)

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 from scrapy import Request
+from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
 
 from scrapy_irl.linksource import SOURCE_META_KEY, LinkSourceMiddleware
 from tests.crawl_runner import crawl_in_subprocess as crawl
-from tests.loopback_site import LoopbackServer, send_body, serving
+from tests.loopback_site import LoopbackServer, serving
 
 MIDDLEWARE = "scrapy_irl.linksource.LinkSourceMiddleware"
 
@@ -28,7 +30,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: _Site
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         if self.path != "/":
             self.send_error(404)
             return
@@ -95,7 +97,7 @@ def test_without_the_middleware_the_referer_policy_hides_the_links(tmp_path: Pat
 
 
 def test_the_middleware_stamps_the_source_page_and_keeps_the_spiders_own() -> None:
-    middleware = LinkSourceMiddleware(crawler=None)  # type: ignore[arg-type]
+    middleware = LinkSourceMiddleware(get_crawler(settings_dict={"SCHEDULER": "scrapy_irl.scheduler.IrlScheduler"}))
     response = HtmlResponse("http://a.example/page", body=b"")
     plain = Request("http://b.example/")
     chosen = Request("http://c.example/", meta={SOURCE_META_KEY: "http://d.example/"})
@@ -107,3 +109,9 @@ def test_the_middleware_stamps_the_source_page_and_keeps_the_spiders_own() -> No
     start = Request("http://e.example/")
     assert list(middleware.process_spider_output(None, [start])) == [start]
     assert SOURCE_META_KEY not in start.meta  # start requests have no source page
+
+
+def test_the_middleware_is_off_with_another_scheduler() -> None:
+    crawler = get_crawler(settings_dict={"SCHEDULER": "scrapy.core.scheduler.Scheduler"})
+    with pytest.raises(NotConfigured, match="IRL scheduler"):
+        LinkSourceMiddleware(crawler)

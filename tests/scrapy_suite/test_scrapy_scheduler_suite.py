@@ -10,7 +10,6 @@ others) are not run at all: they are listed in NOT_RUN with the reason.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
