@@ -13,6 +13,7 @@ With another ``SCHEDULER`` it switches itself off (nothing would read the key).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import NotConfigured
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+logger = logging.getLogger(__name__)
+
 #: The meta key the IRL scheduler takes a link's source page from.
 SOURCE_META_KEY = "irl_source"
 
@@ -34,7 +37,11 @@ class LinkSourceMiddleware(BaseSpiderMiddleware):
 
     def __init__(self, crawler: Crawler) -> None:
         if not config.uses_irl_scheduler(crawler.settings):
-            raise NotConfigured("only the IRL scheduler reads the link source")
+            # A project may keep the add-on with its own SCHEDULER: expected, so INFO, not
+            # the WARNING Scrapy logs for a NotConfigured that carries a message.
+            logger.info("LinkSourceMiddleware off: only the IRL scheduler reads the link "
+                        "source (SCHEDULER is %s)", crawler.settings.get("SCHEDULER"))  # fmt: skip
+            raise NotConfigured
         super().__init__(crawler)
 
     def get_processed_request(

@@ -36,7 +36,11 @@ class CrawlDelayMiddleware:
         ):
             raise NotConfigured
         if config.uses_irl_scheduler(settings):
-            raise NotConfigured("the IRL scheduler applies Crawl-delay in its host heap")
+            # The add-on's usual set-up, so INFO: Scrapy would log a NotConfigured that
+            # carries a message as a WARNING in every crawl.
+            logger.info("CrawlDelayMiddleware off: the IRL scheduler applies Crawl-delay "
+                        "in its host heap")  # fmt: skip
+            raise NotConfigured
         self.crawler = crawler
         self.max_delay = config.getfloat(settings, "IRL_CRAWL_DELAY_MAX", minimum=0)
         if self.max_delay < 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -79,6 +80,16 @@ def test_disabled_by_setting(tmp_path):
     crawler = fake_crawler(FakeWeb(), tmp_path, IRL_CRAWL_DELAY_ENABLED=False)
     with pytest.raises(NotConfigured):
         CrawlDelayMiddleware(crawler)
+
+
+def test_off_quietly_with_the_irl_scheduler(tmp_path, caplog):
+    crawler = fake_crawler(FakeWeb(), tmp_path, SCHEDULER="scrapy_irl.scheduler.IrlScheduler")
+    with caplog.at_level(logging.INFO), pytest.raises(NotConfigured) as raised:
+        CrawlDelayMiddleware(crawler)
+    # A bare NotConfigured (no WARNING from Scrapy in the add-on's usual set-up), and why
+    # it is off at INFO.
+    assert raised.value.args == ()
+    assert "the IRL scheduler applies Crawl-delay in its host heap" in caplog.text
 
 
 def test_without_robots_middleware_it_warns_once(tmp_path, caplog):

@@ -7,6 +7,7 @@ scheduler saw no source for them, and the linked PLDs got no in-degree at all.
 
 from __future__ import annotations
 
+import logging
 import socketserver
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler
@@ -111,7 +112,10 @@ def test_the_middleware_stamps_the_source_page_and_keeps_the_spiders_own() -> No
     assert SOURCE_META_KEY not in start.meta  # start requests have no source page
 
 
-def test_the_middleware_is_off_with_another_scheduler() -> None:
+def test_the_middleware_is_off_with_another_scheduler(caplog) -> None:
     crawler = get_crawler(settings_dict={"SCHEDULER": "scrapy.core.scheduler.Scheduler"})
-    with pytest.raises(NotConfigured, match="IRL scheduler"):
+    with caplog.at_level(logging.INFO), pytest.raises(NotConfigured) as raised:
         LinkSourceMiddleware(crawler)
+    # A bare NotConfigured: Scrapy logs one that carries a message as a WARNING.
+    assert raised.value.args == ()
+    assert "only the IRL scheduler reads the link source" in caplog.text

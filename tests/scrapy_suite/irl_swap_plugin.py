@@ -1,8 +1,10 @@
 """pytest plugin loaded into Scrapy's own test suite: points it at scrapy-irl's components.
 
 Copied next to Scrapy's ``tests/`` (from its source distribution) and loaded with
-``-p irl_swap_plugin``. After collection it rebinds the module globals the tests build
-their objects from, so the unchanged tests exercise our classes; every test runs in its
+``-p irl_swap_plugin``. ``IRL_SWAP_SCHEDULER=1`` and ``IRL_SWAP_DUPEFILTER=1`` in the
+environment change Scrapy's default settings. After collection it rebinds the module
+globals the tests build their objects from, so the unchanged tests exercise our classes;
+every test runs in its
 own working directory, so each gets a fresh host store (``.scrapy/irl/hosts``). The run
 asks no DNS server: ``loopback_dns`` is installed as the suite's ``sitecustomize``.
 """
@@ -36,6 +38,11 @@ SCHEDULER_DEFAULTS = {
 }
 
 
+#: With IRL_SWAP_DUPEFILTER=1, Scrapy's own scheduler filters with DRUM's URLseen instead of
+#: RFPDupeFilter wherever a test leaves DUPEFILTER_CLASS at its default.
+DUPEFILTER = "scrapy_irl.dupefilter.DrumDupeFilter"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     import os
     import socket
@@ -48,7 +55,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
         for name, value in SCHEDULER_DEFAULTS.items():
             setattr(default_settings, name, value)
-        print("irl_swap_plugin: SCHEDULER -> scrapy_irl.scheduler.IrlScheduler")
+        print("irl_swap_plugin: IRL_SWAP_SCHEDULER -> SCHEDULER = scrapy_irl.scheduler.IrlScheduler")
+
+    if os.environ.get("IRL_SWAP_DUPEFILTER") == "1":
+        from scrapy.settings import default_settings
+
+        default_settings.DUPEFILTER_CLASS = DUPEFILTER
+        print(f"irl_swap_plugin: IRL_SWAP_DUPEFILTER -> DUPEFILTER_CLASS = {DUPEFILTER}")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

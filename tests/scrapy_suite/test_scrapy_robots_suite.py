@@ -61,6 +61,37 @@ def suite_env(suite: Path) -> dict[str, str]:
     return env
 
 
+def check_swapped(
+    tmp_path: Path,
+    switch: str,
+    files: tuple[str, ...],
+    *,
+    not_run: set[str],
+    deliberate: set[str],
+    min_passed: int,
+) -> None:
+    """Run ``files`` of Scrapy's suite with the environment switch ``switch`` (for example
+    ``IRL_SWAP_DUPEFILTER``) set and ``not_run`` deselected. Exactly the ``deliberate``
+    tests (ids without their ``tests/`` prefix) must fail, and at least ``min_passed``
+    pass; the plugin must have made the swap and installed the DNS guard."""
+    suite = scrapy_sdist_tests(tmp_path)
+    env = suite_env(suite)
+    env[switch] = "1"
+    deselect = [arg for test in sorted(not_run) for arg in ("--deselect", f"tests/{test}")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "irl_swap_plugin", "-p", "no:cacheprovider",
+         "-rA", "-q", "-s", "--timeout=120", *deselect, *files],
+        cwd=suite, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    out = proc.stdout
+    assert "DNS lookups limited to loopback" in out, out[-3000:]
+    assert f"irl_swap_plugin: {switch} ->" in out, out[-3000:]
+    assert f"{len(not_run)} deselected" in out, out[-3000:]
+    failed = set(re.findall(r"^FAILED tests/(\S+?)(?: - |$)", out, re.MULTILINE))
+    assert failed == deliberate, (sorted(failed ^ deliberate), out[-4000:])
+    assert len(re.findall(r"^PASSED ", out, re.MULTILINE)) >= min_passed, out[-3000:]
+
+
 def test_scrapy_robotstxt_middleware_tests(tmp_path: Path) -> None:
     suite = scrapy_sdist_tests(tmp_path)
     env = suite_env(suite)

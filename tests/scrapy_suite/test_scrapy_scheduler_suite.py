@@ -10,14 +10,11 @@ others) are not run at all: they are listed in NOT_RUN with the reason.
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.scrapy_suite.test_scrapy_robots_suite import scrapy_sdist_tests, suite_env
+from tests.scrapy_suite.test_scrapy_robots_suite import check_swapped
 
 FILES = (
     "tests/test_scheduler_base.py",
@@ -86,20 +83,5 @@ DELIBERATE = {
 
 @pytest.mark.slow
 def test_scrapy_engine_and_crawl_tests_with_irl_scheduler(tmp_path: Path) -> None:
-    suite = scrapy_sdist_tests(tmp_path)
-    env = suite_env(suite)
-    env["IRL_SWAP_SCHEDULER"] = "1"
-    deselect = [arg for test in sorted(NOT_RUN) for arg in ("--deselect", f"tests/{test}")]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "irl_swap_plugin", "-p", "no:cacheprovider",
-         "-rA", "-q", "-s", "--timeout=120", *deselect, *FILES],
-        cwd=suite, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    out = proc.stdout
-    assert "DNS lookups limited to loopback" in out, out[-3000:]
-    assert "SCHEDULER -> scrapy_irl.scheduler.IrlScheduler" in out, out[-3000:]
-    failed = set(re.findall(r"^FAILED tests/(\S+?)(?: - |$)", out, re.MULTILINE))
-    passed = re.findall(r"^PASSED ", out, re.MULTILINE)
-    assert failed == DELIBERATE, (sorted(failed ^ DELIBERATE), out[-4000:])
-    assert f"{len(NOT_RUN)} deselected" in out, out[-3000:]
-    assert len(passed) >= 210, out[-3000:]
+    check_swapped(tmp_path, "IRL_SWAP_SCHEDULER", FILES, not_run=NOT_RUN, deliberate=DELIBERATE,
+                  min_passed=210)  # fmt: skip
