@@ -35,6 +35,9 @@ class WebConfig:
     blog_users: int = 3000
     #: PLDs of the spam link farm.
     spam_plds: int = 40
+    #: Addresses the spam farm's hosts are spread over (by a hash of the host name). Few
+    #: addresses let a per-IP delay hold the farm back; many leave it to budgets alone.
+    spam_ips: int = 3
     #: Cap and floor of pages per legitimate host (Pareto in between).
     max_pages: int = 50000
     min_pages: int = 5
@@ -59,6 +62,8 @@ class WebConfig:
             raise ValueError(f"plds must be >= 5, got {self.plds}")
         if self.spam_plds < 2 or self.blog_users < 2:
             raise ValueError("spam_plds and blog_users must be >= 2")
+        if self.spam_ips < 1:
+            raise ValueError(f"spam_ips must be >= 1, got {self.spam_ips}")
         if not 0 <= self.port < 65536:  # 0: the server picks a free port
             raise ValueError(f"port out of range: {self.port}")
         if not 0 <= self.loop_share <= 1:

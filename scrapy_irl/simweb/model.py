@@ -307,7 +307,7 @@ class Web:
             self._add_host(
                 Host(name, blog, self.blog_ips[0], "blogindex", index_pages, "allow")
             )
-        self.spam_ips = [self._new_ip() for _ in range(3)]
+        self.spam_ips = [self._new_ip() for _ in range(cfg.spam_ips)]
         for pld in self.spam_plds:
             self.hosts_of[pld.index].append(pld.name)
 

@@ -209,3 +209,21 @@ def test_path_loop_trap_is_opt_in_and_changes_nothing_else() -> None:
     assert respond(looped, other, "/docs/more/").status == 404
     with pytest.raises(ValueError, match="loop_share"):
         WebConfig.sized("tiny", loop_share=1.5)
+
+
+def test_spam_farm_addresses_are_configurable() -> None:
+    """``spam_ips`` spreads the farm's hosts over that many addresses of their own; the
+    default (3) leaves every other address, and so the default web, as it was."""
+    spread = Web(dataclasses.replace(TINY, spam_ips=7))
+    default = Web(TINY)
+    assert len(default.spam_ips) == 3 and len(spread.spam_ips) == 7
+    farm = [f"w{i}.{pld.name}" for pld in spread.spam_plds for i in range(40)]
+    used = {spread.resolve(name) for name in farm}
+    assert used == set(spread.spam_ips)
+    others = {host.ip for host in spread.hosts.values()} | set(spread.blog_ips)
+    assert not others & used
+    assert {n: h.ip for n, h in spread.hosts.items()} == {
+        n: h.ip for n, h in default.hosts.items()
+    }
+    with pytest.raises(ValueError, match="spam_ips"):
+        WebConfig(spam_ips=0)
