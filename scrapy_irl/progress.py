@@ -94,7 +94,8 @@ class IrlProgress:
         rate = (pages - self._last_pages) / max(now - self._last_time, 1e-9)
         self._last_pages, self._last_time = pages, now
         return (
-            f"{pages} pages ({rate:.1f}/s), {stats.get('scheduler/dequeued', 0)} requests handed out, "
+            f"{pages} pages ({rate:.1f}/s; {stats.get('robotstxt/response_count', 0)} of them robots.txt), "
+            f"{stats.get('scheduler/dequeued', 0)} requests handed out, "
             f"{stats.get('dupefilter/filtered', 0)} duplicates, {stats.get('robotstxt/forbidden', 0)} "
             f"forbidden by robots.txt; {frontier_summary(stats)}"
         )
