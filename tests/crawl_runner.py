@@ -78,12 +78,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def crawl_in_subprocess(
-    config: dict[str, Any], timeout: float = 120
+    config: dict[str, Any], timeout: float = 120, module: str = "tests.crawl_runner"
 ) -> tuple[dict[str, Any], str]:
-    """Run this module on ``config`` in a new process; its stats and its log (stderr)."""
+    """Run ``module`` (this one, or another spider's that prints its stats the same way)
+    on ``config`` in a new process; its stats and its log (stderr)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.crawl_runner", json.dumps(config)],
+        [sys.executable, "-m", module, json.dumps(config)],
         capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -10,10 +10,11 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 def origin_of(parts: SplitResult | ParseResult) -> str | None:
     """``scheme://host[:port]`` with the default port left out; None without a host.
 
-    Userinfo is dropped and the host lowercased, so ``http://U@Example.com:80/x`` and
-    ``http://example.com/y`` share one robots.txt. A malformed port gives None.
+    Userinfo is dropped, the host lowercased and the root's trailing dot removed, so
+    ``http://U@Example.com.:80/x`` and ``http://example.com/y`` share one robots.txt. A
+    malformed port gives None.
     """
-    host = parts.hostname
+    host = (parts.hostname or "").rstrip(".")
     if not host:
         return None
     try:

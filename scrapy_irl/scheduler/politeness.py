@@ -58,7 +58,8 @@ class Host:
     # What the delay was derived from (to rescale it when the PLD's budget grows, and for
     # the IP's average budget); the heaps read only ``delay``.
     budget: float = 0.0
-    crawl_delay: float | None = None
+    crawl_delay: float | None = None  # the largest of its origins' (http, https, ports)
+    delay_origins: tuple[str, ...] = ()  # origins whose Crawl-delay was taken into it
     finish: float = 0.0  # virtual finish time of its last request on its IP
     backlogged: bool = False  # had work queued ever since its last request (keeps finish)
 

@@ -120,6 +120,18 @@ def _url_of(item: Any) -> str:
 _url_parts = urlsplit  # hot path (every routed record): no per-call import
 
 
+def _host_key(hostname: str | None) -> str:
+    """The politeness key of a URL's host: lower case, without the root's trailing dot
+    (``site.test.`` and ``site.test`` are one DNS name, one server to be polite to)."""
+    return (hostname or "").lower().rstrip(".")
+
+
+#: URLseen aux of a request that cannot be written to disk (a lambda callback, a URL of
+#: 64 KiB or more): a record with an empty URL, which no real record has, then the key of
+#: the request waiting in RAM for the merge's verdict.
+_RAM_PREFIX = b"\x00\x00RAM"
+
+
 class IrlScheduler:
     """A Scrapy scheduler doing URLseen, STAR, BEAST, robots, DNS and politeness on disk."""
 
@@ -184,6 +196,9 @@ class IrlScheduler:
         self._waiting = 0  # items in both wait lists (kept, not summed per hand-out)
         self._robots_fetching: set[str] = set()
         self._direct: deque[Request] = deque()  # requests without a host (data:, file:)
+        # Requests that cannot be serialized, waiting in RAM for URLseen's verdict.
+        self._ram_checks: dict[int, tuple[Request, str]] = {}
+        self._ram_check_ids = 0
         self._robots_hosts: dict[
             str, Host
         ] = {}  # robots.txt URL being fetched -> its host
@@ -357,6 +372,9 @@ class IrlScheduler:
             waits.clear()
         self._held_due.clear()
         self._waiting = 0
+        # Unserializable requests still waiting for URLseen's verdict cannot be saved.
+        self.counts["lost_unserializable_at_close"] += len(self._ram_checks)
+        self._ram_checks.clear()
         saved = 0
         for item in items:
             record = self._as_record(item)
@@ -395,18 +413,20 @@ class IrlScheduler:
             return False
 
     def _enqueue(self, request: Request) -> bool:
+        parts = urlparse_cached(request)
+        host = _host_key(parts.hostname)
+        if not host or parts.scheme not in ("http", "https"):
+            # data:, file:, unknown schemes: no host to be polite to; the downloader
+            # handles (or rejects) them, so hand them out as they come, in RAM (and
+            # unchanged: what follows a data: URL's comma is content, not a query).
+            self.counts["no_host"] += 1
+            self._direct.append(request)
+            return True
         stripped = self.strip_session(request.url)
         if stripped is not None:
             self.counts["session_params_stripped"] += 1
             request = request.replace(url=stripped)
-        parts = urlparse_cached(request)
-        host = (parts.hostname or "").lower()
-        if not host or parts.scheme not in ("http", "https"):
-            # data:, file:, unknown schemes: no host to be polite to; the downloader
-            # handles (or rejects) them, so hand them out as they come, in RAM.
-            self.counts["no_host"] += 1
-            self._direct.append(request)
-            return True
+            parts = urlparse_cached(request)
         # The page the link was found on (LinkSourceMiddleware), dropped from meta so the
         # record on disk does not carry it; the Referer header when the middleware is off.
         source = request.meta.pop(SOURCE_META_KEY, None) or request.headers.get(b"Referer")
@@ -420,21 +440,15 @@ class IrlScheduler:
                              {"url": request.url, "why": trap}, extra={"spider": self.spider})  # fmt: skip
                 return False
         if source:
-            if isinstance(source, bytes):
-                source = source.decode("latin-1")
-            src_host = (_url_parts(source).hostname or "").lower()
-            if src_host:
-                self.star.record_link(src_host, host)
+            self._record_link(source, host)
         if request.dont_filter:
             self.counts["dont_filter"] += 1
+        fingerprint = self._fingerprint(request)
         try:
             record = pack_record(request.url, self.codec.encode(request))
         except ValueError:
-            self.stats.inc_value("scheduler/unserializable")
-            self._route(request, host)  # kept in RAM, like Scrapy's scheduler does
-            self._note_ram_peak()
+            self._enqueue_in_ram(request, host, key_of(fingerprint))
             return True
-        fingerprint = self._fingerprint(request)
         if request.dont_filter:
             # Not filtered, but remembered: a later ordinary link to it is a duplicate.
             # Outside the budgets, yet on disk like the rest (start URLs can be millions,
@@ -445,6 +459,45 @@ class IrlScheduler:
         self.urlseen.check_update(key_of(fingerprint), None, record)
         return True
 
+    def _record_link(self, source: str | bytes, host: str) -> None:
+        """STAR's PLD edge from the page ``source`` to ``host``; a source that is not a
+        URL (a malformed Referer header) is counted and ignored, never an error."""
+        if isinstance(source, bytes):
+            source = source.decode("latin-1")
+        try:
+            src_host = _host_key(_url_parts(source).hostname)
+        except ValueError:
+            self.counts["link_source_unparseable"] += 1
+            return
+        if src_host:
+            self.star.record_link(src_host, host)
+
+    def _enqueue_in_ram(self, request: Request, host: str, key: int) -> None:
+        """A request that cannot be written to disk stays in RAM, as in Scrapy's own
+        scheduler, but is still filtered: URLseen checks its key like any other (the aux
+        names the waiting request), and only a URL never seen before is routed."""
+        self.stats.inc_value("scheduler/unserializable")
+        if request.dont_filter:
+            self.urlseen.update(key)
+            self._route(request, host)
+            self._note_ram_peak()
+            return
+        self._ram_check_ids += 1
+        token = self._ram_check_ids
+        self._ram_checks[token] = (request, host)
+        self.urlseen.check_update(key, None, _RAM_PREFIX + token.to_bytes(8, "little"))
+
+    def _take_ram_check(self, aux: bytes) -> tuple[Request, str] | None:
+        """The waiting request a URLseen aux names, if it is a RAM check still known here
+        (after a restart it is not: the request died with the process, as it would have
+        in Scrapy's scheduler, and is counted)."""
+        if not aux.startswith(_RAM_PREFIX):
+            return None
+        got = self._ram_checks.pop(int.from_bytes(aux[len(_RAM_PREFIX) :], "little"), None)
+        if got is None:
+            self.counts["unserializable_lost_at_restart"] += 1
+        return got
+
     def _on_urlseen_results(self, batch: DrumBatch) -> None:
         checked = (batch.ops & CHECK).astype(
             bool
@@ -453,7 +506,13 @@ class IrlScheduler:
         for i in np.flatnonzero(batch.unique & checked):
             record = batch.aux(int(i))
             unique += 1
-            host = (_url_parts(record_url(record)).hostname or "").lower()
+            if record.startswith(_RAM_PREFIX):
+                waiting = self._take_ram_check(record)
+                if waiting is not None:
+                    self._route(*waiting)  # in RAM, outside the budgets, as before
+                    self._note_ram_peak()
+                continue
+            host = _host_key(_url_parts(record_url(record)).hostname)
             self.star.admit(record, host)  # STAR hands it to BEAST with (B_x, P_x)
         duplicates = int(np.count_nonzero(checked)) - unique
         if duplicates:
@@ -469,11 +528,22 @@ class IrlScheduler:
         receiver is connected to the signal (Scrapy itself connects none).
         """
         sender = self.crawler.signals.sender
+        duplicates = np.flatnonzero(~batch.unique & checked)
+        ram = [self._take_ram_check(batch.aux(int(i))) for i in duplicates
+               if batch.aux(int(i)).startswith(_RAM_PREFIX)]  # fmt: skip
         if not any(True for _ in liveReceivers(getAllReceivers(sender, signals.request_dropped))):
             return
-        for i in np.flatnonzero(~batch.unique & checked):
+        for waiting in ram:
+            if waiting is not None:
+                self.crawler.signals.send_catch_log(
+                    signals.request_dropped, request=waiting[0], spider=self.spider
+                )
+        for i in duplicates:
+            aux = batch.aux(int(i))
+            if aux.startswith(_RAM_PREFIX):
+                continue
             try:
-                request = self.codec.decode(record_blob(batch.aux(int(i))))
+                request = self.codec.decode(record_blob(aux))
             except ValueError:
                 self.counts["dropped_signal_undecodable"] += 1
                 continue
@@ -579,6 +649,7 @@ class IrlScheduler:
             return
         cached = self.robots.cache.get(origin)
         if cached is not None and cached.record.is_fresh(self.robots.clock()):
+            self._note_crawl_delay(host, origin, cached)
             self._obey(cached, item, url, host)
             return
         waiting = self._robots_wait.get(origin)
@@ -620,6 +691,21 @@ class IrlScheduler:
         self.counts["parked_backlog"] += 1
         return True
 
+    def _note_crawl_delay(self, name: str, origin: str, cached: Any, *, fetched: bool = False) -> None:
+        """Take ``origin``'s Crawl-delay into its host's tau_h, once per origin (and again
+        after each fetch of its robots.txt). A host name can be served by several origins
+        (http and https, other ports), each with its own robots.txt; they reach the same
+        server, so the host keeps the largest delay any of them asks for."""
+        host = self.polite.hosts.get(name)
+        if host is None or (origin in host.delay_origins and not fetched):
+            return
+        if origin not in host.delay_origins:
+            host.delay_origins = (*host.delay_origins, origin)
+        delay = cached.crawl_delay(self._default_ua())
+        if delay and delay > (host.crawl_delay or 0.0):
+            host.crawl_delay = delay
+            self._apply_budget(host, self.star.budget(name))
+
     def _cached_crawl_delay(self, url: str) -> float | None:
         """Crawl-delay of the URL's origin if its robots.txt is cached (a host met again)."""
         if self.robots is None:
@@ -634,7 +720,7 @@ class IrlScheduler:
             if isinstance(item, Request)
             else self._default_ua()
         )
-        if cached.allowed(url, user_agent):
+        if cached.allowed(url, user_agent) or self._allowed_anyway(cached, item, url):
             self._push_or_park(host, item)
             return
         if cached.record.kind == RobotsKind.DISALLOW_ALL:
@@ -645,6 +731,22 @@ class IrlScheduler:
         else:
             self.stats.inc_value("robotstxt/forbidden")
         self._release(item)
+
+    def _allowed_anyway(self, cached: Any, item: Any, url: str) -> bool:
+        """A queued record the default user agent may not fetch: its request may still
+        ask to skip robots.txt (``dont_obey_robotstxt``, as RobotsTxtMiddleware honours
+        it) or carry a User-Agent the rules allow. Only such records are unpickled to
+        find out, so the common case costs nothing."""
+        if not isinstance(item, Held):
+            return False
+        try:
+            request = self.codec.decode(record_blob(item.record))
+        except ValueError:
+            return False  # dropped as forbidden; the hand-out would drop it anyway
+        if request.meta.get("dont_obey_robotstxt"):
+            self.counts["robots_bypassed_by_meta"] += 1
+            return True
+        return bool(cached.allowed(url, self.robots.user_agent(request)))  # type: ignore[union-attr]
 
     def _hold_for_robots(self, record: Any, item: Any, host: str) -> None:
         """robots.txt is unreachable but will be asked again: keep the URL until then.
@@ -680,7 +782,7 @@ class IrlScheduler:
         """Delay a robots.txt redirect hop until its host and IP are due (booked in the heaps)."""
         from twisted.internet import defer, reactor
 
-        name = (_url_parts(url).hostname or "").lower()
+        name = _host_key(_url_parts(url).hostname)
         host = self.polite.host(name)
         if (
             host is None
@@ -709,11 +811,7 @@ class IrlScheduler:
             for item in items:
                 self._push_or_park(host.name, item)
         else:
-            user_agent = self._default_ua()
-            delay = cached.crawl_delay(user_agent)
-            if delay:
-                host.crawl_delay = delay
-                self._apply_budget(host, self.star.budget(host.name))
+            self._note_crawl_delay(host.name, origin, cached, fetched=True)
             for item in items:
                 self._obey(cached, item, _url_of(item), host.name)
         self._wake_engine()
@@ -803,7 +901,7 @@ class IrlScheduler:
             if got is None:
                 break
             record, token = got
-            host = (_url_parts(record_url(record)).hostname or "").lower()
+            host = _host_key(_url_parts(record_url(record)).hostname)
             self._route(Held(record, token), host)
         self._note_ram_peak()
 
@@ -815,6 +913,13 @@ class IrlScheduler:
 
     # -- completion tracking ----------------------------------------------------------------
     def _reached(self, request: Request, spider: Spider | None = None) -> None:
+        # A request this scheduler handed out first: a project's own request may carry
+        # dont_obey_robotstxt too, and must free its host like any other.
+        entry = self._handed.get(id(request))
+        if entry is not None:
+            entry.reached = True
+            self.polite.restarted(entry.host, self.clock())
+            return
         robots_host = (
             self._robots_hosts.get(request.url)
             if request.meta.get("dont_obey_robotstxt")
@@ -824,22 +929,17 @@ class IrlScheduler:
             robots_host is not None
         ):  # our robots.txt fetch (or a redirect hop of it) starts now
             self.polite.restarted(robots_host, self.clock(), host_too=False)
-            return
-        entry = self._handed.get(id(request))
-        if entry is not None:
-            entry.reached = True
-            self.polite.restarted(entry.host, self.clock())
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
-        if request.meta.get("dont_obey_robotstxt"):
-            robots_host = self._robots_hosts.pop(request.url, None)
-            if robots_host is not None:
-                self.polite.restarted(robots_host, self.clock(), host_too=False)
-            return
         entry = self._handed.pop(id(request), None)
         if entry is not None:
             self._correct_start(entry.host, request)
             self._finish(entry)
+            return
+        if request.meta.get("dont_obey_robotstxt"):
+            robots_host = self._robots_hosts.pop(request.url, None)
+            if robots_host is not None:
+                self.polite.restarted(robots_host, self.clock(), host_too=False)
 
     def _finish(self, entry: Handout) -> None:
         """The request is over: its host (and IP) may be served again once due."""

@@ -1,0 +1,163 @@
+"""Legal but unusual requests a Scrapy project can hand the IRL scheduler.
+
+Each case was a fault found by driving the scheduler with such requests (2026-11-25):
+a crawl that hung, a crawl that shut down, URLs fetched twice, robots.txt bypasses
+ignored, Crawl-delays lost, data: payloads rewritten, one host counted as two.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from tests.crawl_runner import crawl_in_subprocess
+from tests.loopback_site import LoopbackServer, send_body, serving
+
+FAST = {
+    "ADDONS": {"scrapy_irl.Addon": 0},
+    "IRL_HOST_DELAY": 0.1, "IRL_HOST_DELAY_MIN": 0.05, "IRL_IP_DELAY": 0.05,
+    "IRL_IP_DELAY_MIN": 0.01, "IRL_POLITENESS_MARGIN": 0.0, "RETRY_ENABLED": False,
+    "CLOSESPIDER_TIMEOUT": 30,
+}  # fmt: skip
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Site
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.log.append((time.monotonic(), self.headers.get("Host", ""), self.path))
+        if self.path == "/robots.txt":
+            if self.server.robots is None:
+                self.send_error(404)
+            else:
+                send_body(self, self.server.robots.encode(), "text/plain")
+            return
+        send_body(self, b"<html><body>a page</body></html>")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Site(LoopbackServer):
+    """Logs (monotonic time, Host header, path) of every request; serves ``robots``."""
+
+    def __init__(self, robots: str | None = None) -> None:
+        super().__init__(_Handler)
+        self.robots = robots
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, str, str]] = []
+
+    def pages(self) -> list[tuple[float, str, str]]:
+        return [entry for entry in self.log if entry[2] != "/robots.txt"]
+
+
+def crawl(requests: list[dict[str, Any]], tmp_path: Path, **settings: Any) -> dict[str, Any]:
+    stats, _ = crawl_in_subprocess(
+        {"requests": requests,
+         "settings": {**FAST, "IRL_HOSTS_DIR": str(tmp_path / "hosts"), **settings}},
+        module="tests.scheduler.listed_requests",
+    )  # fmt: skip
+    return stats
+
+
+def gaps(entries: list[tuple[float, str, str]]) -> list[float]:
+    return [later[0] - earlier[0] for earlier, later in pairwise(entries)]
+
+
+def test_a_project_request_that_skips_robots_frees_its_host(tmp_path: Path) -> None:
+    # Such requests were taken for the scheduler's own robots.txt fetches when they left
+    # the downloader: the host stayed "in flight" for good and the crawl hung.
+    with serving(_Site()) as site:
+        stats = crawl([{"url": f"{site.base_url}/p{n}", "meta": {"dont_obey_robotstxt": True}}
+                       for n in range(3)], tmp_path)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert sorted(path for _, _, path in site.pages()) == ["/p0", "/p1", "/p2"]
+
+
+def test_dont_obey_robotstxt_is_honoured_for_queued_requests(tmp_path: Path) -> None:
+    with serving(_Site("User-agent: *\nDisallow: /\n")) as site:
+        stats = crawl([{"url": f"{site.base_url}/secret", "meta": {"dont_obey_robotstxt": True}},
+                       {"url": f"{site.base_url}/other"}],
+                      tmp_path, ROBOTSTXT_OBEY=True)  # fmt: skip
+    assert [path for _, _, path in site.pages()] == ["/secret"]
+    assert stats["irl_sched/robots_bypassed_by_meta"] == 1
+    assert stats["robotstxt/forbidden"] == 1  # /other
+
+
+def test_requests_kept_in_ram_are_still_deduplicated(tmp_path: Path) -> None:
+    # A lambda callback cannot be written to disk; such requests skipped URLseen, so each
+    # copy was fetched (Scrapy's own scheduler filters them).
+    with serving(_Site()) as site:
+        same = f"{site.base_url}/same"
+        stats = crawl([{"url": same, "in_ram": True}, {"url": same, "in_ram": True},
+                       {"url": same, "in_ram": True}, {"url": same, "pause": 0.5},
+                       {"url": f"{site.base_url}/kept", "in_ram": True, "dont_filter": True},
+                       {"url": f"{site.base_url}/kept", "in_ram": True, "dont_filter": True}],
+                      tmp_path)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    paths = sorted(path for _, _, path in site.pages())
+    assert paths == ["/kept", "/kept", "/same"]  # dont_filter copies are not filtered
+    assert stats["dupefilter/filtered"] == 3
+    assert stats["scheduler/unserializable"] == 5
+
+
+def test_a_cached_crawl_delay_applies_whichever_origin_comes_first(tmp_path: Path) -> None:
+    # Two origins of one host name (127.0.0.1, two ports). The host's tau_h took only the
+    # first URL's origin's Crawl-delay into account, and a later fetch of another origin's
+    # robots.txt overwrote it: A's Crawl-delay: 1 was lost either way.
+    with serving(_Site("User-agent: *\nCrawl-delay: 1\n")) as a, serving(_Site()) as b:
+        crawl([{"url": f"{a.base_url}/warm"}], tmp_path, ROBOTSTXT_OBEY=True)  # caches A's
+        a.log.clear()
+        # dont_filter: BEAST's front queue keeps this order (URLseen's merge would not).
+        requests = [{"url": url, "dont_filter": True}
+                    for url in [f"{b.base_url}/x"] + [f"{a.base_url}/{n}" for n in range(4)]]
+        stats = crawl(requests, tmp_path, ROBOTSTXT_OBEY=True)
+    assert stats["finish_reason"] == "finished"
+    assert len(a.pages()) == 4
+    assert min(gaps(a.pages())) >= 0.95
+
+
+def test_the_larger_crawl_delay_of_two_origins_holds(tmp_path: Path) -> None:
+    with serving(_Site("User-agent: *\nCrawl-delay: 1\n")) as a, \
+            serving(_Site("User-agent: *\nCrawl-delay: 0.2\n")) as b:  # fmt: skip
+        requests = [{"url": f"{a.base_url}/{n}"} for n in range(4)]
+        requests.append({"url": f"{b.base_url}/x", "pause": 0.5})
+        crawl(requests, tmp_path, ROBOTSTXT_OBEY=True)
+    assert len(a.pages()) == 4
+    assert min(gaps(a.pages())) >= 0.95
+
+
+def test_an_unparseable_referer_is_ignored(tmp_path: Path) -> None:
+    # It raised out of enqueue_request and shut the crawl down before any page.
+    with serving(_Site()) as site:
+        stats = crawl([{"url": f"{site.base_url}/a", "headers": {"Referer": "http://[oops"}},
+                       {"url": f"{site.base_url}/b"}], tmp_path)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert sorted(path for _, _, path in site.pages()) == ["/a", "/b"]
+    assert stats["irl_sched/link_source_unparseable"] == 1
+
+
+def test_data_urls_are_not_touched_by_session_stripping(tmp_path: Path) -> None:
+    body = "token?sid=42&keep=1"
+    stats = crawl([{"url": f"data:text/plain,{body}"}], tmp_path)
+    assert stats["downloader/response_count"] == 1
+    assert "irl_sched/session_params_stripped" not in stats
+
+
+def test_a_trailing_dot_names_the_same_host(tmp_path: Path) -> None:
+    # site.steady.test. and site.steady.test are one server: one tau_h between requests.
+    with serving(_Site()) as site:
+        port = site.server_address[1]
+        requests = [{"url": f"http://site.steady.test{'.' if n % 2 else ''}:{port}/p{n}"}
+                    for n in range(4)]  # fmt: skip
+        crawl(requests, tmp_path, IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5,
+              IRL_IP_MAX_IN_FLIGHT=4,
+              TWISTED_DNS_RESOLVER="tests.scheduler.flaky_resolver.FlakyResolver")  # fmt: skip
+    pages = site.pages()
+    assert sorted(path for _, _, path in pages) == ["/p0", "/p1", "/p2", "/p3"]
+    assert min(gaps(pages)) >= 0.45
