@@ -8,6 +8,7 @@ the end of each file, which :meth:`Bucket.recover` cuts off.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from scrapy_irl.drum.records import (
+    FRAME_HEADER,
     MAGIC_AUX,
     MAGIC_KV,
     decode_aux,
@@ -97,11 +99,20 @@ class Bucket:
         if not count:
             return 0
         written = 0
+        aux_start = None
         if self.store_aux:
             frame = encode_frame(MAGIC_AUX, count, encode_aux(self._aux_buffer))
+            aux_start = self._file_length(aux=True)
             written += self._write(frame, aux=True)
         frame = encode_frame(MAGIC_KV, count, bytes(self._kv_buffer))
-        written += self._write(frame, aux=False)
+        try:
+            written += self._write(frame, aux=False)
+        except OSError:
+            # The batch stays buffered and is written again: its aux frame must not be
+            # there twice (a later key frame would be paired with the wrong strings).
+            if aux_start is not None:
+                self._cut(aux=True, length=aux_start)
+            raise
         self.file_bytes += len(frame)
         self.file_records += count
         self._kv_buffer.clear()
@@ -110,7 +121,7 @@ class Bucket:
         self.buffered_records = 0
         return written
 
-    def _write(self, frame: bytes, *, aux: bool) -> int:
+    def _fd(self, *, aux: bool) -> int:
         fd = self._aux_fd if aux else self._kv_fd
         if fd is None:
             path = self.aux_path if aux else self.kv_path
@@ -119,9 +130,30 @@ class Bucket:
                 self._aux_fd = fd
             else:
                 self._kv_fd = fd
+        return fd
+
+    def _file_length(self, *, aux: bool) -> int:
+        return os.fstat(self._fd(aux=aux)).st_size
+
+    def _cut(self, *, aux: bool, length: int) -> None:
+        """Take a failed write's partial frame back off the file (best effort: if even
+        that fails, the next open finds a torn tail, which recovery cuts)."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd(aux=aux), length)
+
+    def _write(self, frame: bytes, *, aux: bool) -> int:
+        """Append ``frame`` whole, or not at all: a write that fails part-way (a full
+        disk) is cut back, so the buffered batch can be written again once there is room
+        instead of leaving a broken frame in the middle of the file."""
+        fd = self._fd(aux=aux)
+        start = os.fstat(fd).st_size
         view = memoryview(frame)
-        while view:  # a regular-file write() may be short; finish it
-            view = view[os.write(fd, view) :]
+        try:
+            while view:  # a regular-file write() may be short; finish it
+                view = view[os.write(fd, view) :]
+        except OSError:
+            self._cut(aux=aux, length=start)
+            raise
         return len(frame)
 
     # -- reading back ----------------------------------------------------------------------
@@ -137,8 +169,12 @@ class Bucket:
         kv_scan = scan_frames(kv_data, MAGIC_KV, str(self.kv_path))
         dropped = 0
         keep_frames = len(kv_scan.frames)
+        aux_torn = 0
         if self.store_aux:
-            aux_scan = scan_frames(_read(self.aux_path), MAGIC_AUX, str(self.aux_path))
+            aux_data = _read(self.aux_path)
+            aux_scan = scan_frames(aux_data, MAGIC_AUX, str(self.aux_path))
+            if aux_scan.torn_bytes:
+                aux_torn = _torn_count(aux_data, aux_scan.valid_length)
             if len(aux_scan.frames) < keep_frames:
                 raise DrumCorruptionError(
                     f"{self.kv_path}: {keep_frames} key frames but only "
@@ -170,6 +206,14 @@ class Bucket:
                     f"{self.kv_path}: frame of {frame.count} records has "
                     f"{len(frame.payload)} bytes (record size {rec_size})"
                 )
+        # A kill leaves at most one batch unfinished (aux frame first, then key frame):
+        # a whole aux frame without its key frame was counted above; otherwise a torn key
+        # frame, or a torn aux frame, tells how many records the lost batch held.
+        if not dropped:
+            if kv_scan.torn_bytes:
+                dropped = _torn_count(kv_data, kv_scan.valid_length)
+            elif aux_torn:
+                dropped = aux_torn
         if kv_scan.torn_bytes:
             os.truncate(self.kv_path, kv_scan.valid_length)
         self.file_bytes = kv_scan.valid_length
@@ -240,3 +284,11 @@ def _aux_slice(
     counts: list[int], offsets: list[np.ndarray], blobs: list[bytes]
 ) -> tuple[int, np.ndarray, bytes]:
     return sum(counts), np.concatenate([np.zeros(1, dtype=np.int64), *offsets]), b"".join(blobs)
+
+
+def _torn_count(data: bytes, start: int) -> int:
+    """Records a torn frame at ``start`` claimed (1 if not even its header is whole: at
+    least one batch of unknown size was lost)."""
+    if len(data) - start < FRAME_HEADER.size:
+        return 1
+    return int(FRAME_HEADER.unpack_from(data, start)[1]) or 1

@@ -52,7 +52,9 @@ class RobotsRecord:
         head = _ROBOTS.pack(
             RECORD_VERSION,
             int(self.kind),
-            self.status,
+            # A server can send any number as its status (99999 was seen); the kind already
+            # says what it meant, the stored number only has to fit its 16 bits.
+            max(-32768, min(32767, int(self.status))),
             self.fetched_at,
             self.checked_at,
             self.expires_at,

@@ -77,7 +77,9 @@ class HostStore:
             raise HostStoreError(_open_failure(self.path, exc)) from exc
         try:
             self._check_format()
-        except plyvel.CorruptionError as exc:
+        except (plyvel.CorruptionError, plyvel.IOError) as exc:
+            # A table file cut short (a copy or a disk that failed) reads as an I/O error
+            # in LevelDB, not as corruption: the same damage, the same clear refusal.
             self._db.close()
             raise HostStoreError(
                 f"host store {self.path} is corrupt ({exc}); move it away to start a "
@@ -139,9 +141,9 @@ class HostStore:
     def _get(self, key: bytes) -> bytes | None:
         try:
             return self._db.get(key)  # type: ignore[no-any-return]
-        except (
-            plyvel.CorruptionError
-        ) as exc:  # a damaged block: lose this entry, not the crawl
+        except (plyvel.CorruptionError, plyvel.IOError) as exc:
+            # A damaged block, or a table file cut short (LevelDB says I/O error): lose
+            # this entry, not the crawl.
             raise RecordError(
                 f"LevelDB block holding {key!r} is corrupt: {exc}"
             ) from exc
@@ -158,8 +160,11 @@ class HostStore:
         """Store a record; a failed write (full disk) is logged once and counted, not raised:
         the store is a cache, the record stays in the callers' RAM caches and is refetched
         by a later run, and the crawl (or the frontier's own error) decides what follows."""
+        self._write(self._db.put, key, value)
+
+    def _write(self, operation: Any, key: bytes, *value: bytes) -> None:
         try:
-            self._db.put(key, value, sync=self.sync)
+            operation(key, *value, sync=self.sync)
         except plyvel.Error as exc:
             self.write_errors += 1
             if self.write_errors == 1:
@@ -168,7 +173,9 @@ class HostStore:
                              "are counted, not logged)", self.path, exc)  # fmt: skip
 
     def delete_robots(self, origin: str) -> None:
-        self._db.delete(ROBOTS_PREFIX + origin.encode("utf-8"), sync=self.sync)
+        # Through _write: once LevelDB has met a damaged table in a compaction, every
+        # later write fails with that error; a cache must go on without storing.
+        self._write(self._db.delete, ROBOTS_PREFIX + origin.encode("utf-8"))
 
     def get_dns(self, host: str) -> DnsRecord | None:
         data = self._get(DNS_PREFIX + host.encode("utf-8"))
@@ -178,7 +185,7 @@ class HostStore:
         self._put(DNS_PREFIX + host.encode("utf-8"), record.encode())
 
     def delete_dns(self, host: str) -> None:
-        self._db.delete(DNS_PREFIX + host.encode("utf-8"), sync=self.sync)
+        self._write(self._db.delete, DNS_PREFIX + host.encode("utf-8"))
 
     def robots_origins(self) -> Iterator[str]:
         """Every origin with a robots record, in key order (a full scan: tools and tests)."""

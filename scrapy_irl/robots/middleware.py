@@ -17,7 +17,7 @@ import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -29,6 +29,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.python import to_unicode
 from twisted.internet.defer import Deferred
+from w3lib.url import safe_url_string
 
 from scrapy_irl import config
 from scrapy_irl.hosts.paths import hosts_dir
@@ -275,7 +276,12 @@ class RobotsCacheMiddleware:
             if 300 <= response.status < 400 and location:
                 if hop < self.policy.max_redirects:
                     self._inc("redirects")
-                    url = urljoin(response.url, location.decode("latin-1"))
+                    # As Scrapy's RedirectMiddleware reads Location (UTF-8, made safe);
+                    # a target that is no URL fails the next hop's check: bad_redirect.
+                    try:
+                        url = urljoin(response.url, safe_url_string(location))
+                    except ValueError:
+                        url = ""
                     if self.hop_gate is not None:
                         await maybe_deferred_to_future(self.hop_gate(url))
                     continue
@@ -286,6 +292,11 @@ class RobotsCacheMiddleware:
         raise AssertionError("unreachable: the loop returns on its last hop")
 
     def _robots_request(self, url: str) -> Request:
+        """The request for one hop; a ValueError for anything but an http(s) URL, so a
+        redirect to ``file:``, ``data:`` or ``ftp:`` is never followed (Scrapy's own
+        RedirectMiddleware refuses those too): the origin counts as bad_redirect."""
+        if urlsplit(url).scheme.lower() not in ("http", "https"):
+            raise ValueError(f"not an http(s) URL: {url[:200]!r}")
         return Request(
             url,
             priority=self.DOWNLOAD_PRIORITY,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -206,3 +207,37 @@ def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path, round_):
         # The child may have written more than the pipe told us; all of it must decode.
         for origin in store.robots_origins():
             assert store.get_robots(origin) == record(int(origin[len("http://h") : -len(".test")]))
+
+
+def test_a_table_file_cut_short_is_refused_or_lost_entry_by_entry(tmp_path, caplog):
+    # LevelDB reports a table cut short as an I/O error, not as corruption: it escaped as
+    # plyvel.IOError from the open or from every later lookup (and, once a compaction
+    # had met it, from every write).
+    from scrapy_irl.robots.cache import RobotsCache
+
+    base = tmp_path / "base"
+    with HostStore(base, write_buffer_bytes=64 * 1024) as store:
+        for i in range(3000):
+            store.put_robots(f"http://h{i}.test", record(i))
+    tables = sorted(base.glob("*.ldb"))
+    assert len(tables) >= 2
+    outcomes = set()
+    for table in tables:
+        case = tmp_path / table.stem
+        shutil.copytree(base, case)
+        cut = case / table.name
+        os.truncate(cut, cut.stat().st_size // 2)
+        try:
+            store = HostStore(case)
+        except HostStoreError as exc:
+            assert "corrupt" in str(exc)
+            outcomes.add("refused")
+            continue
+        cache = RobotsCache(store, lambda body: None)
+        for i in range(3000):
+            got = cache.get(f"http://h{i}.test")
+            assert got is None or got.record == record(i)
+        store.put_robots("http://new.test", record(1))  # counted if it fails, never raised
+        store.close()
+        outcomes.add("opened")
+    assert "opened" in outcomes

@@ -386,3 +386,44 @@ def test_protego_bodies_are_reduced_to_our_group_unless_switched_off(make, tmp_p
         whole = make(web, IRL_HOSTS_DIR=str(tmp_path / f"h{len(settings)}{len(str(settings))}"), **settings)
         assert outcome(whole, "http://a.test/s5/x") == "Forbidden by robots.txt"
         assert not isinstance(whole.cache.get("http://a.test").rules, AgentRules)
+
+
+@pytest.mark.parametrize("target", ["file:///etc/hostname", "data:text/plain,Disallow", "ftp://a.test/robots.txt"])
+def test_redirects_away_from_http_are_not_followed(make, target):
+    # Following them read local files (a FIFO hung the crawl); Scrapy's RedirectMiddleware
+    # refuses them too. The origin counts as a bad redirect: allowed, like a 4xx.
+    web = FakeWeb({"http://a.test/robots.txt": (302, b"", {"Location": target})})
+    mw = make(web)
+    assert outcome(mw, "http://a.test/x") == "allowed"
+    assert web.urls == ["http://a.test/robots.txt"]
+    assert stat(mw, "irl_robots/bad_redirect") == 1
+
+
+def test_a_location_that_is_no_url_is_a_bad_redirect(make):
+    # urljoin raised out of the fetch: every request to the origin failed, nothing cached.
+    web = FakeWeb({"http://a.test/robots.txt": (302, b"", {"Location": "http://[bad/robots.txt"})})
+    mw = make(web)
+    assert outcome(mw, "http://a.test/x") == "allowed"
+    assert outcome(mw, "http://a.test/y") == "allowed"
+    assert web.urls == ["http://a.test/robots.txt"]
+    assert stat(mw, "irl_robots/bad_redirect") == 1
+
+
+def test_a_utf8_location_is_read_as_scrapy_reads_it(make):
+    web = FakeWeb({
+        "http://a.test/robots.txt": (301, b"", {"Location": "/rüles.txt"}),
+        "http://a.test/r%C3%BCles.txt": (200, b"User-agent: *\nDisallow: /\n"),
+    })  # fmt: skip
+    mw = make(web)
+    assert outcome(mw, "http://a.test/page") == "Forbidden by robots.txt"
+    assert web.urls[1] == "http://a.test/r%C3%BCles.txt"
+
+
+@pytest.mark.parametrize("status", [99999, 40000, 32768])
+def test_a_status_beyond_16_bits_is_stored(make, status):
+    # The record's 16-bit status field made storing it raise: every request failed.
+    web = FakeWeb({"http://a.test/robots.txt": (status, b"")})
+    mw = make(web)
+    assert outcome(mw, "http://a.test/x").startswith("robots.txt unreachable")
+    assert outcome(mw, "http://a.test/y").startswith("robots.txt unreachable")
+    assert len(web.requested) == 1  # cached: asked once
