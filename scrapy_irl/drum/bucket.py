@@ -172,7 +172,7 @@ class Bucket:
         aux_torn = 0
         if self.store_aux:
             aux_data = _read(self.aux_path)
-            aux_scan = scan_frames(aux_data, MAGIC_AUX, str(self.aux_path))
+            aux_scan = scan_frames(aux_data, MAGIC_AUX, str(self.aux_path), aux_layout=True)
             if aux_scan.torn_bytes:
                 aux_torn = _torn_count(aux_data, aux_scan.valid_length)
             if len(aux_scan.frames) < keep_frames:

@@ -78,7 +78,7 @@ class FrameScan:
         self.torn_bytes = torn_bytes
 
 
-def scan_frames(data: bytes, magic: bytes, name: str) -> FrameScan:
+def scan_frames(data: bytes, magic: bytes, name: str, *, aux_layout: bool = False) -> FrameScan:
     """Parse every frame in ``data``; raise on corruption, report a torn tail.
 
     A tail shorter than its header or payload claims is what a kill during ``write()``
@@ -86,19 +86,25 @@ def scan_frames(data: bytes, magic: bytes, name: str) -> FrameScan:
     A complete frame with a wrong magic or checksum cannot come from a crash: it raises
     :class:`~scrapy_irl.exceptions.DrumCorruptionError` naming the file and offset.
     """
-    return _scan(io.BytesIO(data), magic, name, keep_payload=True)
+    return _scan(io.BytesIO(data), magic, name, keep_payload=True, aux_layout=aux_layout)
 
 
-def scan_frames_streaming(handle: BinaryIO, magic: bytes, name: str) -> FrameScan:
+def scan_frames_streaming(
+    handle: BinaryIO, magic: bytes, name: str, *, aux_layout: bool = False
+) -> FrameScan:
     """:func:`scan_frames` over an open file, one frame in RAM at a time.
 
     For files that can grow without bound (BEAST's queues): the returned frames carry
     their count and end offset but an empty payload.
     """
-    return _scan(handle, magic, name, keep_payload=False)
+    return _scan(handle, magic, name, keep_payload=False, aux_layout=aux_layout)
 
 
-def _scan(handle: BinaryIO, magic: bytes, name: str, *, keep_payload: bool) -> FrameScan:
+def _scan(handle: BinaryIO, magic: bytes, name: str, *, keep_payload: bool,
+          aux_layout: bool = False) -> FrameScan:  # fmt: skip
+    """The checksum covers the payload only, so a frame's record count is checked where
+    the payload can vouch for it: ``aux_layout`` payloads (aux frames, BEAST's queues)
+    start with one length per record, which must add up to the rest."""
     from scrapy_irl.exceptions import DrumCorruptionError
 
     frames: list[Frame] = []
@@ -122,10 +128,23 @@ def _scan(handle: BinaryIO, magic: bytes, name: str, *, keep_payload: bool) -> F
             raise DrumCorruptionError(
                 f"{name}: checksum mismatch in the frame at offset {pos} ({count} records)"
             )
+        if aux_layout and not _lengths_add_up(payload, count):
+            raise DrumCorruptionError(
+                f"{name}: the frame at offset {pos} claims {count} records, but its length "
+                "table does not add up to its payload (damaged header)"
+            )
         pos += header_size + length
         frames.append(Frame(count, payload if keep_payload else b"", pos))
     size = handle.seek(0, 2)
     return FrameScan(frames, pos, size - pos)
+
+
+def _lengths_add_up(payload: bytes, count: int) -> bool:
+    head = 4 * count
+    if len(payload) < head:
+        return False
+    lengths = np.frombuffer(payload, dtype="<u4", count=count)
+    return int(lengths.sum(dtype=np.int64)) == len(payload) - head
 
 
 def _rest_is_zero(handle: BinaryIO, chunk: int = 1 << 20) -> bool:

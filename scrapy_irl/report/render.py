@@ -77,6 +77,7 @@ def read_samples(path: Path | str) -> Samples:
         raw.pop()
     offset = 0.0
     prev_t: float | None = None
+    prev_run: Any = None
     seg = 0
     for i, line in enumerate(raw):
         try:
@@ -90,10 +91,13 @@ def read_samples(path: Path | str) -> Samples:
                 if i == len(raw) - 1:
                     out.torn_last_line = True
             continue
-        if prev_t is not None and t < prev_t:  # a new crawl appended to the same file
+        run = rec.get("run")
+        # A new crawl appended to the same file: its run id differs, or (files written
+        # before run ids) its t starts again from zero.
+        if prev_t is not None and (t < prev_t or (run is not None and run != prev_run)):
             seg += 1
             offset = out.t[-1]
-        prev_t = t
+        prev_t, prev_run = t, run
         out.t.append(offset + t)
         out.stats.append(stats)
         out.segment.append(seg)

@@ -94,6 +94,9 @@ class StatsSampler:
         self._loop: task.LoopingCall | None = None
         self._failed = False
         self._file_opened = False
+        # Names this process's samples, so a reader tells one run of a resumed JOBDIR from
+        # the next even when ``t`` does not go back (a first run shorter than an interval).
+        self._run = f"{time.time():.6f}-{os.getpid()}"
         self.samples = 0
 
     @classmethod
@@ -147,6 +150,10 @@ class StatsSampler:
             mode = "a" if self.append or self._file_opened else "w"
             self._file = open(self.stats_path, mode, encoding="utf-8")  # noqa: SIM115
             self._file_opened = True
+            if mode == "a" and _ends_torn(self.stats_path):
+                # A killed run's half-written last line: end it, so the first sample of
+                # this run is a line of its own (the reader skips the fragment).
+                self._file.write("\n")
         except OSError as exc:
             self._fail(exc)
 
@@ -162,7 +169,7 @@ class StatsSampler:
         if self._start is None:
             self._start = now
         stats = self.crawler.stats.get_stats() if self.crawler.stats is not None else {}
-        record = {"t": round(now - self._start, 3), "time": round(now, 3),
+        record = {"t": round(now - self._start, 3), "time": round(now, 3), "run": self._run,
                   "stats": numeric_stats(stats)}  # fmt: skip
         try:
             self._file.write(json.dumps(record, sort_keys=True) + "\n")
@@ -238,3 +245,15 @@ class StatsSampler:
 
     def _loop_failed(self, failure: Any) -> None:
         logger.error("IRL report: sampling loop failed: %s", failure.getErrorMessage())
+
+
+def _ends_torn(path: Path) -> bool:
+    """Whether the file is non-empty and its last byte is not a newline."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.seek(0, os.SEEK_END) == 0:
+                return False
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) != b"\n"
+    except OSError:
+        return False

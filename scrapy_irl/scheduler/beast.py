@@ -103,7 +103,7 @@ class _Queue:
         """
         try:
             with open(self.path, "rb") as handle:
-                scan = scan_frames_streaming(handle, MAGIC, str(self.path))
+                scan = scan_frames_streaming(handle, MAGIC, str(self.path), aux_layout=True)
         except DrumCorruptionError as exc:
             raise FrontierCorruptionError(str(exc)) from exc
         if durable_length is not None and scan.valid_length < durable_length:
@@ -408,6 +408,10 @@ class Beast:
         for queue in retired:
             self._draining.remove(queue)
             del self._queues[queue.qid]
+        if retired and self._resumed:
+            # A queue a resumed run still owed can be read out and finished before pop()
+            # looks at it again: it must not be asked for another frame of a deleted file.
+            self._resumed = [q for q in self._resumed if q not in retired]
         for queue in self._queues.values():
             queue.write_buffer()
         if self.fsync:

@@ -32,8 +32,29 @@ def _holds_data(path: Path) -> bool:
     )
 
 
+def _check_marker(marker: Path) -> None:
+    """The marker must be one this version wrote or can read: a newer layout (other
+    stores, other meanings) is refused, like a newer STATE or DRUM manifest."""
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+        version = int(data["format"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FrontierCorruptionError(
+            f"{marker}: unreadable ({exc!r}); it should name this frontier's layout. "
+            "Restore it, or delete the whole directory to start afresh."
+        ) from None
+    if version > FORMAT:
+        raise FrontierCorruptionError(
+            f"{marker}: frontier layout version {version}, written by a newer scrapy-irl; "
+            f"this one reads version {FORMAT}. Upgrade scrapy-irl or use a new JOBDIR."
+        )
+
+
 def check_frontier(path: Path) -> None:
-    """Raise :class:`FrontierCorruptionError` if a store of a created frontier is missing."""
+    """Raise :class:`FrontierCorruptionError` if the frontier's layout is newer than this
+    version's, or a store of a created frontier is missing."""
+    if (path / MARKER).exists():
+        _check_marker(path / MARKER)
     present = [name for name in REQUIRED if (path / name).exists()]
     missing = [name for name in REQUIRED if name not in present]
     if not missing:

@@ -35,6 +35,7 @@ from twisted.internet import task
 from scrapy_irl import config
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.drum import CHECK
+from scrapy_irl.exceptions import DrumError, FrontierCorruptionError
 from scrapy_irl.fingerprint import fingerprint_function_for
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import hosts_dir
@@ -77,6 +78,21 @@ logger = logging.getLogger(__name__)
 STAT = "irl_sched"
 #: ``finish_reason`` when the frontier could not be written (full disk, I/O error).
 STORAGE_ERROR_REASON = "irl_storage_error"
+#: finish_reason when a frontier file turns out damaged mid-crawl (checks at start cannot
+#: see everything, e.g. a frame read only later): the spider closes instead of failing on
+#: every next_request.
+CORRUPTION_REASON = "irl_frontier_corrupt"
+_FRONTIER_FAILURES = (OSError, DrumError, FrontierCorruptionError)
+_FULL_DISK_MESSAGE = (
+    "IRL scheduler: the frontier in %(path)s cannot be written (%(where)s: %(exc)s). "
+    "Closing the spider (reason %(reason)s); the next start with this JOBDIR resumes from "
+    "the last save once the disk has room, URLs enqueued since then are lost."
+)
+_DAMAGED_MESSAGE = (
+    "IRL scheduler: a frontier file in %(path)s is damaged (%(where)s: %(exc)s). Closing "
+    "the spider (reason %(reason)s); the next start with this JOBDIR checks every file and "
+    "refuses what it cannot repair: move the JOBDIR away to start afresh."
+)
 
 
 class Held:
@@ -408,7 +424,7 @@ class IrlScheduler:
             return False
         try:
             return self._enqueue(request)
-        except OSError as exc:
+        except _FRONTIER_FAILURES as exc:
             self._on_storage_error(exc, "enqueueing a request")
             return False
 
@@ -820,7 +836,7 @@ class IrlScheduler:
     def next_request(self) -> Request | None:
         try:
             return self._next_request()
-        except OSError as exc:
+        except _FRONTIER_FAILURES as exc:
             self._on_storage_error(exc, "reading the next request")
             return None
 
@@ -1030,40 +1046,42 @@ class IrlScheduler:
                 self._fill()
                 self._wake_engine()
             self._publish_stats()
-        except OSError as exc:
+        except _FRONTIER_FAILURES as exc:
             self._on_storage_error(exc, "the periodic write-out")
         except Exception:
             logger.exception(
                 "IRL scheduler housekeeping failed", extra={"spider": self.spider}
             )
 
-    def _on_storage_error(self, exc: OSError, where: str) -> None:
-        """A frontier write failed (full disk, I/O error): close the spider once, cleanly.
+    def _on_storage_error(self, exc: Exception, where: str) -> None:
+        """A frontier write failed (full disk, I/O error), or a frontier file read back
+        damaged: close the spider once, cleanly.
 
-        Going on would lose every URL enqueued from then on, one traceback each. What the
-        last save committed stays on disk, consistent, for the next start to resume.
+        Going on would lose every URL enqueued from then on, one traceback each (or, for a
+        damaged file, fail on every ``next_request`` and never close). What the last save
+        committed stays on disk for the next start, which resumes or refuses.
         """
-        self.counts["storage_errors"] += 1
-        self.stats.set_value(f"{STAT}/storage_errors", self.counts["storage_errors"])
+        damaged = not isinstance(exc, OSError)
+        counter = "frontier_corrupt" if damaged else "storage_errors"
+        self.counts[counter] += 1
+        self.stats.set_value(f"{STAT}/{counter}", self.counts[counter])
         if self._storage_error:
             return
         self._storage_error = True
+        reason = CORRUPTION_REASON if damaged else STORAGE_ERROR_REASON
         logger.error(
-            "IRL scheduler: the frontier in %(path)s cannot be written (%(where)s: %(exc)s). "
-            "Closing the spider (reason %(reason)s); the next start with this JOBDIR "
-            "resumes from the last save once the disk has room, URLs enqueued since then "
-            "are lost.",
-            {"path": self.path, "where": where, "exc": exc, "reason": STORAGE_ERROR_REASON},
+            _DAMAGED_MESSAGE if damaged else _FULL_DISK_MESSAGE,
+            {"path": self.path, "where": where, "exc": exc, "reason": reason},
             extra={"spider": self.spider},
-        )  # fmt: skip
+        )
         engine = self.crawler.engine
         if engine is None:
             return
         close_async = getattr(engine, "close_spider_async", None)  # Scrapy >= 2.14
         if close_async is not None:
-            closing = deferred_from_coro(close_async(reason=STORAGE_ERROR_REASON))
+            closing = deferred_from_coro(close_async(reason=reason))
         elif self.spider is not None:
-            closing = engine.close_spider(self.spider, STORAGE_ERROR_REASON)
+            closing = engine.close_spider(self.spider, reason)
         else:
             return
         closing.addErrback(self._log_failure, "closing the spider after a storage error")

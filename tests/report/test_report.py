@@ -215,6 +215,40 @@ def test_reader_continues_time_across_a_restarted_crawl(tmp_path: Path) -> None:
     assert render.download_rate(samples) == ([10, 20, 30], [10.0, 10.0, 5.0])
 
 
+def test_a_resumed_run_is_a_new_segment_even_when_t_does_not_go_back(tmp_path: Path) -> None:
+    # A first run stopped after 2 s samples once at its close (t=2); the resumed run's
+    # first sample comes one interval (3 s) in: t never went back, so the two runs were
+    # read as one and the first run's pages were lost from the totals.
+    for pages_at in ([2], [3, 6]):
+        clock = task.Clock()
+        crawler = fake_crawler()
+        sampler = StatsSampler(crawler, tmp_path, 3.0, clock=clock, now=clock.seconds)
+        sampler.spider_opened()
+        for step, pages in enumerate(pages_at):
+            crawler.stats.values["response_received_count"] = pages * 10
+            clock.advance(pages - (pages_at[step - 1] if step else 0))
+        sampler.spider_closed()
+        sampler._run += "-later"  # two real runs never share an id (start time, pid)
+    samples = render.read_samples(tmp_path / "stats.jsonl")
+    assert samples.segment == [0, 1, 1, 1]
+    assert render.total(samples, "response_received_count") == 20 + 60
+
+
+def test_a_killed_runs_torn_line_is_ended_before_the_next_run_appends(tmp_path: Path) -> None:
+    (tmp_path / "stats.jsonl").write_text(
+        json.dumps({"t": 5, "run": "a", "stats": {"response_received_count": 100}})
+        + '\n{"t": 10, "run": "a", "sta'
+    )
+    crawler = fake_crawler()
+    sampler = StatsSampler(crawler, tmp_path, 5.0, clock=task.Clock())
+    sampler.spider_opened()
+    crawler.stats.values["response_received_count"] = 7
+    sampler.spider_closed()
+    samples = render.read_samples(tmp_path / "stats.jsonl")
+    assert samples.skipped == 1 and not samples.torn_last_line
+    assert render.total(samples, "response_received_count") == 107
+
+
 def test_build_report_writes_four_pngs_html_and_right_summary(tmp_path: Path) -> None:
     data = tmp_path / "data"
     write_synthetic(data, torn=True)

@@ -207,6 +207,41 @@ def test_flipped_byte_is_refused(tmp_path):
         Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
 
 
+def test_a_damaged_record_count_in_a_frame_header_is_refused(tmp_path):
+    # The checksum covers the payload, not the header: a flipped count passed the start
+    # and failed every later read (the crawl neither progressed nor closed).
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    for i in range(4):
+        beast.push(b"payload-%d" % i, 10, 0)
+    beast.save()
+    target = beast.ring[1].path
+    data = bytearray(target.read_bytes())
+    data[4] ^= 0x01  # the count field of the first frame: 4 -> 5
+    target.write_bytes(bytes(data))
+    with pytest.raises(FrontierCorruptionError, match="length table"):
+        Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+
+
+def test_a_resumed_queue_finished_and_deleted_is_not_read_again(tmp_path):
+    # save() deleted a read-out queue that a resumed run had owed records from, but pop()
+    # still asked it for a frame: FileNotFoundError, taken for a storage error.
+    beast = Beast(tmp_path, fsync=False)
+    for i in range(4):
+        beast.push(b"ring%d" % i, 10, 0)
+    for i in range(4):
+        beast.push(b"qf%d" % i, 1, 50)
+    beast.save()
+    assert [beast.pop() for _ in range(5)][-1] is not None  # the ring queue is retired
+    beast.save()
+    again = Beast(tmp_path, fsync=False)  # a kill, then a restart
+    owed = [again.pop() for _ in range(4)]
+    assert sorted(record for record, _ in owed) == [b"ring0", b"ring1", b"ring2", b"ring3"]
+    for _, token in owed:
+        again.done(token)
+    again.save()  # deletes the read-out queue
+    assert sorted(drain(again)) == ["qf0", "qf1", "qf2", "qf3"]
+
+
 def test_bad_state_is_refused(tmp_path):
     Beast(tmp_path, fsync=False).save()
     state = tmp_path / "STATE"

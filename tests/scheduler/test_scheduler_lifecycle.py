@@ -73,6 +73,22 @@ def test_a_deleted_store_is_refused_not_recreated_empty(tmp_path: Path, store: s
     assert not (tmp_path / "irl" / store).exists()  # refused before recreating anything
 
 
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [('{"format": 2, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable")],
+)
+def test_a_frontier_marker_of_a_newer_layout_or_garbage_is_refused(
+    tmp_path: Path, marker: str, message: str
+):
+    # FRONTIER's format was written but never read: a newer layout resumed silently.
+    sched = opened(JOBDIR=str(tmp_path))
+    fill(sched, 5)
+    sched.close("shutdown")
+    (tmp_path / "irl" / "FRONTIER").write_text(marker)
+    with pytest.raises(FrontierCorruptionError, match=message):
+        opened(JOBDIR=str(tmp_path))
+
+
 def test_a_frontier_of_an_earlier_version_without_marker_resumes(tmp_path: Path):
     sched = opened(JOBDIR=str(tmp_path))
     fill(sched, 10)
@@ -167,6 +183,31 @@ def test_a_full_disk_closes_the_spider_once_instead_of_failing_every_link(
     del sched.beast.sync  # the disk has room again by the time the spider closes
     del sched.urlseen.check_update
     sched.close("irl_storage_error")
+
+
+def test_a_frontier_file_found_damaged_mid_crawl_closes_the_spider(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    # Such an error escaped next_request, every 5 s, and the crawl never closed.
+    from scrapy_irl.exceptions import FrontierCorruptionError
+
+    sched = opened(JOBDIR=str(tmp_path))
+    engine = FakeEngine()
+    sched.crawler.engine = engine  # type: ignore[assignment]
+
+    def damaged(*args: object) -> None:
+        raise FrontierCorruptionError("q00000002.beast: bad frame at offset 16")
+
+    sched.beast.pop = damaged  # type: ignore[method-assign]
+    fill(sched, 3)
+    assert sched.next_request() is None
+    assert sched.next_request() is None  # counted, no second close
+    assert engine.reasons == ["irl_frontier_corrupt"]
+    assert sched.crawler.stats.get_value("irl_sched/frontier_corrupt") == 2
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "is damaged" in errors[0].getMessage()
+    del sched.beast.pop
+    sched.close("irl_frontier_corrupt")
 
 
 def test_a_jobdir_with_requests_left_by_scrapys_scheduler_is_refused(tmp_path: Path):
