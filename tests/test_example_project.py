@@ -101,3 +101,17 @@ def test_a_resumed_jobdir_crawl_serves_simweb_on_the_same_port(tmp_path: Path) -
     assert f"simweb cannot listen on port {port}" in third.stderr
     assert "'finish_reason': 'simweb_unavailable'" in third.stderr
     assert "Traceback" not in third.stderr
+
+
+def test_seed_file_bad_ports_and_a_byte_order_mark(tmp_path):
+    # A bad port raised out of read_seeds and aborted every seed (start_error); a BOM
+    # made the first URL a rejected line.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "example_project"))
+    from example.spiders.broad import read_seeds
+
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes("\ufeffhttp://a.example/\nhttp://b.example:99999/\nhttp://c.example:abc/\n"
+                      "http://d.example/x\n".encode())  # fmt: skip
+    good, bad = read_seeds(seeds)
+    assert good == ["http://a.example/", "http://d.example/x"]
+    assert [number for number, _ in bad] == [2, 3]

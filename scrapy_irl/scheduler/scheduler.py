@@ -136,6 +136,21 @@ def _url_of(item: Any) -> str:
 _url_parts = urlsplit  # hot path (every routed record): no per-call import
 
 
+def _stock_robots_enabled(settings: Any) -> bool:
+    """Whether the project turned Scrapy's own robots middleware back on next to ours
+    (the add-on replaces it; listing it again runs both)."""
+    from scrapy.utils.conf import build_component_list
+
+    names = set()
+    for component in build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES")):
+        names.add(component if isinstance(component, str) else (
+            f"{component.__module__}.{component.__qualname__}"))  # fmt: skip
+    return {
+        "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware",
+        "scrapy_irl.robots.middleware.RobotsCacheMiddleware",
+    } <= names
+
+
 def _host_key(hostname: str | None) -> str:
     """The politeness key of a URL's host: lower case, without the root's trailing dot
     (``site.test.`` and ``site.test`` are one DNS name, one server to be polite to)."""
@@ -328,6 +343,11 @@ class IrlScheduler:
             problems.append("CONCURRENT_REQUESTS_PER_IP (use IRL_IP_MAX_IN_FLIGHT)")
         if settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") < 1:
             problems.append("CONCURRENT_REQUESTS_PER_DOMAIN < 1")
+        if settings.getbool("ROBOTSTXT_OBEY") and _stock_robots_enabled(settings):
+            problems.append(
+                "Scrapy's RobotsTxtMiddleware enabled in DOWNLOADER_MIDDLEWARES (its "
+                "robots.txt fetches bypass the host and IP heaps; set it to None)"
+            )
         if problems:
             self.counts["fighting_settings"] = len(problems)
             logger.warning(

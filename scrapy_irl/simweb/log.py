@@ -42,7 +42,7 @@ class LogRecord:
         target = (
             self.target.replace("\t", "%09").replace("\n", "%0A").replace("\r", "%0D")
         )
-        host = self.host.replace("\t", " ").replace("\n", " ")
+        host = self.host.replace("\t", " ").replace("\n", " ").replace("\r", " ")
         return f"{self.start:.6f}\t{self.ip}\t{host}\t{target}\t{self.status}\t{self.nbytes}\t{self.duration:.6f}\n"
 
     @classmethod

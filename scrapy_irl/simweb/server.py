@@ -193,8 +193,9 @@ class SimwebServer:
                 keep = await self._request(reader, writer, local_ip, head, start)
                 if not keep or self._closing:
                     break
-        except (ConnectionError, asyncio.CancelledError):
-            pass
+        except (ConnectionError, asyncio.CancelledError, asyncio.IncompleteReadError,
+                TimeoutError):  # fmt: skip
+            pass  # the client went away, or sent less than it announced in time
         finally:
             self._writers.discard(writer)
             if task is not None:
@@ -223,7 +224,9 @@ class SimwebServer:
                 headers[name.strip().lower()] = value.strip()
         length = headers.get("content-length", "0")
         if length.isdigit() and 0 < int(length) <= BODY_LIMIT:
-            await reader.readexactly(int(length))
+            # Bounded like the head: a client announcing a body it never sends would
+            # otherwise hold the connection forever.
+            await asyncio.wait_for(reader.readexactly(int(length)), self.idle_timeout)
         connection = headers.get("connection", "").lower()
         keep = (
             "close" not in connection
@@ -273,13 +276,14 @@ class SimwebServer:
         data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
         if not body:
             writer.write(data)
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), self.idle_timeout)
             return 0
         if reply.drip:
             return await self._drip(writer, data, reply.body)
         writer.write(data + reply.body)
         if writer.transport.get_write_buffer_size() > 256 * 1024:
-            await writer.drain()
+            # A client that sends (pipelines) but never reads: bounded, then dropped.
+            await asyncio.wait_for(writer.drain(), self.idle_timeout)
         return len(reply.body)
 
     async def _drip(
@@ -292,7 +296,10 @@ class SimwebServer:
         while sent < len(payload) and time.monotonic() < deadline and not self._closing:
             writer.write(payload[sent : sent + DRIP_CHUNK])
             sent += len(payload[sent : sent + DRIP_CHUNK])
-            await writer.drain()
+            try:
+                await asyncio.wait_for(writer.drain(), self.idle_timeout)
+            except (ConnectionError, TimeoutError):
+                break  # the client gave up (its download timeout): logged with what it got
             await asyncio.sleep(self.config.drip_interval)
         return sent
 

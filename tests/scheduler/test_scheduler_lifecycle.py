@@ -226,3 +226,20 @@ def test_a_jobdir_with_requests_left_by_scrapys_scheduler_is_refused(tmp_path: P
         opened(JOBDIR=str(tmp_path))
     (tmp_path / "requests.queue" / "active.json").write_text("[]")  # drained: fine
     opened(JOBDIR=str(tmp_path)).close("finished")
+
+
+def test_settings_that_fight_the_heaps_are_named_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    sched = opened(
+        JOBDIR=str(tmp_path), DOWNLOAD_DELAY=2.0, ROBOTSTXT_OBEY=True,
+        DOWNLOADER_MIDDLEWARES={"scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": 100,
+                                "scrapy_irl.robots.middleware.RobotsCacheMiddleware": 101},
+    )  # fmt: skip
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    (message,) = [m for m in warnings if "enforces politeness itself" in m]
+    assert "DOWNLOAD_DELAY=2.0" in message and "RobotsTxtMiddleware" in message
+    sched.close("finished")
+    caplog.clear()
+    opened(JOBDIR=str(tmp_path / "other"), ROBOTSTXT_OBEY=True).close("finished")
+    assert not [r for r in caplog.records if "enforces politeness" in r.getMessage()]

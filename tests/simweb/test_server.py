@@ -251,3 +251,29 @@ def test_traps_served(simweb: RunningWeb) -> None:
     assert (
         a == simweb.get(sess.name, "/p/1.html?sid=bbb")[2]
     )  # same page under endless URL variants
+
+
+def test_waits_on_a_client_are_bounded_and_cut_requests_are_logged(simweb: RunningWeb) -> None:
+    # A body announced but never sent held its connection forever; a client closing
+    # during the drip page, or a CR in its Host header, left the request out of the log.
+    simweb.server.idle_timeout = 0.5
+    host = _host(simweb)
+    with socket.create_connection((host.ip, simweb.port), timeout=5) as sock:
+        sock.sendall(f"GET / HTTP/1.1\r\nHost: {host.name}\r\nContent-Length: 10\r\n\r\n".encode())
+        started = time.monotonic()
+        assert sock.recv(65536) == b""  # closed by the server, not left open
+        assert time.monotonic() - started < 3
+    drip = _host(simweb, drip=True)
+    with socket.create_connection((drip.ip, simweb.port), timeout=5) as sock:
+        sock.sendall(f"GET /drip/0 HTTP/1.1\r\nHost: {drip.name}\r\n\r\n".encode())
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+    with socket.create_connection((host.ip, simweb.port), timeout=5) as sock:
+        sock.sendall(f"GET /p/1.html HTTP/1.1\r\nHost: {host.name}\rx\r\n\r\n".encode())
+        sock.recv(65536)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # bounded: the drip ends within drip_seconds
+        targets = [r.target for r in simweb.records()]
+        if "/drip/0" in targets and "/p/1.html" in targets:
+            break
+        time.sleep(0.1)
+    assert "/drip/0" in targets and "/p/1.html" in targets

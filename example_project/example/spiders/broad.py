@@ -41,17 +41,20 @@ def read_seeds(path: Path) -> tuple[list[str], list[tuple[int, str]]]:
 
     good: list[str] = []
     bad: list[tuple[int, str]] = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    # utf-8-sig: a byte-order mark (as some editors save) is not part of the first URL.
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         try:
             parts = urlsplit(line)
             valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+            url = safe_url_string(line) if valid else ""  # checks the port, too
         except ValueError:
             valid = False
         if valid:
-            good.append(safe_url_string(line))
+            good.append(url)
         else:
             bad.append((number, line[:200]))
     return good, bad
