@@ -181,6 +181,8 @@ class IrlScheduler:
             crawl_delay_max=config.getfloat(settings, "IRL_CRAWL_DELAY_MAX", minimum=0),
         )
         self.ram_requests = config.getint(settings, "IRL_FRONTIER_RAM_REQUESTS", minimum=1)
+        # Read now: a bad value must stop the start, not fail the close after the crawl.
+        self.top_plds = config.getint(settings, "IRL_REPORT_TOP_PLDS", minimum=0)
         self.robots_retries = config.getint(settings, "IRL_ROBOTS_UNREACHABLE_RETRIES")
         if self.robots_retries < 0:
             raise ValueError(
@@ -1160,7 +1162,7 @@ class IrlScheduler:
             s(f"{STAT}/idle/stalled_share", round(self.idle.stalled_share, 4))
 
     def _log_top_plds(self) -> None:
-        top = self.star.top(config.getint(self.crawler.settings, "IRL_REPORT_TOP_PLDS"))
+        top = self.star.top(self.top_plds)
         if not top:
             return
         lines = "\n".join(

@@ -80,13 +80,20 @@ class RequestLog:
 def read_log(source: str | Path | TextIO) -> tuple[WebConfig | None, list[LogRecord]]:
     """The config named in the header (None if absent) and the records sorted by start time."""
     if isinstance(source, (str, Path)):
-        with open(source, encoding="utf-8") as f:
+        # errors="replace": a damaged byte costs its line (skipped below), not the judge.
+        with open(source, encoding="utf-8", errors="replace") as f:
             return read_log(f)
     config = None
     records = []
     for number, line in enumerate(source, 1):
         if line.startswith(HEADER):
-            config = WebConfig.from_json(line[len(HEADER) :])
+            try:
+                config = WebConfig.from_json(line[len(HEADER) :])
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise ValueError(
+                    f"line {number}: the simweb config in the log's header is unreadable "
+                    f"({exc}); judge with --config FILE instead"
+                ) from None
         elif line.strip() and not line.startswith("#"):
             try:
                 records.append(LogRecord.parse(line))

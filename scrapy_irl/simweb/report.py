@@ -287,11 +287,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
-    header, records = read_log(args.log)
-    if args.config:
-        config = load_config(args.config)
-    elif args.size:
-        config = WebConfig.sized(args.size, seed=args.seed, plds=args.plds)
+    try:
+        header, records = read_log(args.log)
+        if args.config:
+            config = load_config(args.config)
+        elif args.size:
+            config = WebConfig.sized(args.size, seed=args.seed, plds=args.plds)
+    except (OSError, ValueError, TypeError) as exc:
+        p.error(str(exc))  # a clear message and exit status 2, not a traceback
+    if args.config or args.size:
+        pass
     elif header is not None:
         config = header
     else:

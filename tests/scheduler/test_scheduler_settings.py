@@ -31,6 +31,9 @@ from scrapy_irl.scheduler import IrlScheduler
         ("IRL_SESSION_PARAMS", 5, "invalid IRL_SESSION_PARAMS=5: expected a list"),
         ("IRL_BUDGET_FUNCTION", "lgo", "must be one of constant, linear, log, or the dotted"),
         ("IRL_BUDGET_FUNCTION", "mypkg.nothere", "IRL_BUDGET_FUNCTION='mypkg.nothere' cannot be imported"),
+        # read only at close before 2026-11-25: the whole crawl ran, then the close failed
+        ("IRL_REPORT_TOP_PLDS", "abc", "invalid IRL_REPORT_TOP_PLDS='abc'"),
+        ("IRL_REPORT_TOP_PLDS", -1, "IRL_REPORT_TOP_PLDS must be >= 0"),
     ],
 )
 def test_bad_setting_is_refused_and_leaves_no_directory(

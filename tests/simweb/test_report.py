@@ -158,3 +158,27 @@ def test_cli_reads_header_and_prints_json(
     )
     assert main([str(log)]) == 0
     assert "robots violations" in capsys.readouterr().out
+
+
+def test_cli_survives_damaged_bytes_and_refuses_a_bad_header_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], web: Web
+) -> None:
+    host = _legit(web, robots="allow")
+    ip = web.resolve(host.name)
+    good = [LogRecord(5.0 + i, ip, host.name, f"/p/{i}.html", 200, 10).line() for i in range(3)]
+    log = tmp_path / "x.log"
+    # A byte that is not UTF-8 cost the whole judge (UnicodeDecodeError): now its line.
+    log.write_bytes((HEADER + CONFIG.to_json() + "\n" + good[0]).encode() + b"\xff\xfe junk\n"
+                    + "".join(good[1:]).encode())  # fmt: skip
+    assert main([str(log), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 3
+    for header in ('{"plds": "30"', '{"plds": "30"}', "[1, 2]"):
+        log.write_text(HEADER + header + "\n" + "".join(good))
+        with pytest.raises(SystemExit) as stopped:
+            main([str(log)])
+        assert stopped.value.code == 2
+        assert "header is unreadable" in capsys.readouterr().err
+    log.write_text("".join(good))  # no header: --size names the web
+    with pytest.raises(SystemExit):
+        main([str(log), "--size", "nosuch"])
+    assert "unknown simweb size" in capsys.readouterr().err
