@@ -567,8 +567,12 @@ class IrlScheduler:
         """
         sender = self.crawler.signals.sender
         duplicates = np.flatnonzero(~batch.unique & checked)
-        ram = [self._take_ram_check(batch.aux(int(i))) for i in duplicates
-               if batch.aux(int(i)).startswith(_RAM_PREFIX)]  # fmt: skip
+        # Duplicates of requests waiting in RAM are forgotten here; the scan is skipped
+        # (as on every merge of a crawl without such requests) when none is waiting.
+        ram = []
+        if self._ram_checks:
+            auxes = (batch.aux(int(i)) for i in duplicates)
+            ram = [self._take_ram_check(aux) for aux in auxes if aux.startswith(_RAM_PREFIX)]
         if not any(True for _ in liveReceivers(getAllReceivers(sender, signals.request_dropped))):
             return
         for waiting in ram:

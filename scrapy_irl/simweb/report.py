@@ -293,14 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = load_config(args.config)
         elif args.size:
             config = WebConfig.sized(args.size, seed=args.seed, plds=args.plds)
+        elif header is not None:
+            config = header
+        else:
+            p.error("the log has no simweb header: pass --config or --size/--seed")
     except (OSError, ValueError, TypeError) as exc:
         p.error(str(exc))  # a clear message and exit status 2, not a traceback
-    if args.config or args.size:
-        pass
-    elif header is not None:
-        config = header
-    else:
-        p.error("the log has no simweb header: pass --config or --size/--seed")
     if (
         header is not None
         and (args.seed is not None or args.plds is not None)
