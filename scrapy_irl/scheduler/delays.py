@@ -55,3 +55,7 @@ class DelayPolicy:
             self.ip_delay * self.base_budget / max(average_budget, self.base_budget)
         )
         return max(self.ip_delay_min, min(self.ip_delay, scaled)) + self.margin
+
+    def longest(self) -> float:
+        """The longest delay any host or IP can get (how long a last start matters)."""
+        return max(self.host_delay, self.crawl_delay_max, self.ip_delay) + self.margin

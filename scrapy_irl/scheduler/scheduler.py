@@ -52,6 +52,7 @@ from scrapy_irl.scheduler.codec import (
 )
 from scrapy_irl.scheduler.delays import DelayPolicy
 from scrapy_irl.scheduler.idle import IdleMeter
+from scrapy_irl.scheduler.layout import MARKER as FRONTIER_MARKER
 from scrapy_irl.scheduler.layout import (
     check_frontier,
     check_no_stock_queue,
@@ -59,6 +60,8 @@ from scrapy_irl.scheduler.layout import (
 )
 from scrapy_irl.scheduler.pipeline import budget_policy
 from scrapy_irl.scheduler.politeness import Host, Politeness
+from scrapy_irl.scheduler.start_log import FILENAME as START_LOG
+from scrapy_irl.scheduler.start_log import PolitenessMemory, StartLog
 from scrapy_irl.scheduler.traps import PathTrapRule
 from scrapy_irl.scheduler.urlnorm import SessionStripper
 from scrapy_irl.scheduler.waker import EngineWaker
@@ -218,6 +221,7 @@ class IrlScheduler:
         except ValueError as exc:
             raise ValueError(f"IRL_IP_MAX_IN_FLIGHT / IRL_IP_SHARE: {exc}") from None
         budget_policy(settings)  # a bad IRL_BUDGET_* is refused here, before any directory
+        self.memory: PolitenessMemory | None = None  # last starts on disk (a JOBDIR only)
         self.spider: Spider | None = None
         self.codec = RequestCodec(None)
         self._dns_wait: dict[str, list[Any]] = {}
@@ -292,7 +296,10 @@ class IrlScheduler:
             self.path, settings, self.star, self._on_urlseen_results, fsync=fsync
         )
         self._closers.append(("URLseen", lambda: self.urlseen.close()))
+        resumed = (self.path / FRONTIER_MARKER).exists()
         mark_frontier(self.path, fsync=fsync)
+        if not self.temporary:
+            self._recall_starts(fsync, resumed=resumed)
         self.robots = robots_for(self.crawler)
         if self.robots is not None:
             self.robots.hop_gate = self._robots_hop_gate
@@ -328,6 +335,32 @@ class IrlScheduler:
                 "awaiting URLseen", {"path": self.path, "beast": len(self.beast),
                                      "urlseen": self.urlseen.pending_tuples},
                 extra={"spider": spider},
+            )  # fmt: skip
+
+    def _recall_starts(self, fsync: bool, *, resumed: bool) -> None:
+        """Load the last run's request starts, so politeness holds across the restart."""
+        log = StartLog(self.path / START_LOG, horizon=self.delays.longest(), fsync=fsync)
+        if resumed and not log.path.exists():
+            logger.warning(
+                "%(path)s is missing (deleted, or the frontier of an earlier version): "
+                "hosts fetched in the last seconds before the stop may be asked again "
+                "sooner than their delay", {"path": log.path}, extra={"spider": self.spider},
+            )  # fmt: skip
+        self.memory = PolitenessMemory(log, self.polite, self.clock)
+        self._closers.append(("politeness log", self.memory.close))
+        loaded = self.memory.loaded
+        if loaded.damaged_lines:
+            logger.warning(
+                "%(path)s: %(n)d damaged lines skipped; hosts they named may be asked "
+                "again sooner than their delay after this restart",
+                {"path": log.path, "n": loaded.damaged_lines}, extra={"spider": self.spider},
+            )  # fmt: skip
+        if loaded.hosts or loaded.ips:
+            logger.info(
+                "Politeness across the restart: %(h)d hosts and %(i)d IPs wait out the "
+                "delay of their last request (%(f)d were in flight at the stop)",
+                {"h": len(loaded.hosts), "i": len(loaded.ips), "f": loaded.in_flight},
+                extra={"spider": self.spider},
             )  # fmt: skip
 
     def _warn_about_fighting_settings(self, settings: Any) -> None:
@@ -662,6 +695,8 @@ class IrlScheduler:
         host = self.polite.add_host(name, ip, self.delays.host_delay,
                                     address.delay if address else self.delays.ip_delay)  # fmt: skip
         host.crawl_delay = crawl_delay
+        if self.memory is not None:
+            self.memory.apply(host)
         self._apply_budget(host, self.star.budget(name))
         return host
 
@@ -843,7 +878,7 @@ class IrlScheduler:
         self._robots_fetching.discard(origin)
         self._robots_hosts.pop(origin + "/robots.txt", None)
         now = self.clock()
-        self.polite.finished(host, now, count_for_host=False)
+        self._host_finished(host, now, count_for_host=False)
         items = self._robots_wait.pop(origin, [])
         self._waiting -= len(items)
         if self._closed:
@@ -894,6 +929,8 @@ class IrlScheduler:
             if got is None:
                 return None
             host, item = got
+            if self.memory is not None:
+                self.memory.started(host, robots=isinstance(item, RobotsMarker))
             if isinstance(item, RobotsMarker):
                 self._fetch_robots(host, item)
                 continue
@@ -909,7 +946,7 @@ class IrlScheduler:
                         {"exc": exc},
                         extra={"spider": self.spider},
                     )
-                    self.polite.finished(host, now)
+                    self._host_finished(host, now)
                     self._release(item)
                     continue
             self._handed[id(request)] = Handout(host, now, item, request)
@@ -986,9 +1023,17 @@ class IrlScheduler:
     def _finish(self, entry: Handout) -> None:
         """The request is over: its host (and IP) may be served again once due."""
         self._refresh_budget(entry.host)
-        self.polite.finished(entry.host, self.clock())
+        self._host_finished(entry.host, self.clock())
         self._release(entry.item)
         self._wake_engine()
+
+    def _host_finished(self, host: Host, now: float, *, count_for_host: bool = True) -> None:
+        """Free ``host`` in the heaps and log when its next request may come."""
+        if not host.in_flight:
+            return
+        self.polite.finished(host, now, count_for_host=count_for_host)
+        if self.memory is not None:
+            self.memory.ended(host)
 
     def _answered(self, response: Any, request: Request, spider: Spider | None = None) -> None:
         """A response that never went through the downloader (a downloader middleware
@@ -1058,6 +1103,8 @@ class IrlScheduler:
             self._expire_handouts(now)
             self._route_held(now)
             self.polite.forget_idle(now)
+            if self.memory is not None:
+                self.memory.tick()
             if now - self._last_unpark >= self.backlog_seconds:
                 self._last_unpark = now
                 if self.beast.unpark():
@@ -1154,6 +1201,9 @@ class IrlScheduler:
             s(f"{STAT}/beast/{key}", value)
         for key, value in self.star.stats().items():
             s(f"{STAT}/star/{key}", value)
+        if self.memory is not None:
+            for key, value in self.memory.stats().items():
+                s(f"{STAT}/politeness_log/{key}", value)
         for key, value in self.counts.items():
             s(f"{STAT}/{key}", value)
         if self.idle.samples:

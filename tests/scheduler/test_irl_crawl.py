@@ -77,16 +77,21 @@ def pages(requests: list[tuple[str, str]]) -> set[tuple[str, str]]:
     return {(host, target) for host, target in requests if not target.startswith("/robots.txt")}
 
 
+def crawl_killed_after(cfg: Path, settings: dict[str, object], seconds: float) -> None:
+    """Start a crawl and kill -9 it after ``seconds``."""
+    first = subprocess.Popen(spider_command(cfg, settings), cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(seconds)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+
+
 @pytest.mark.slow
 def test_kill_9_then_resume_loses_nothing_and_refetches_little(tmp_path: Path) -> None:
     settings = {**POLITE, "JOBDIR": str(tmp_path / "job"), "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
                 "IRL_HOST_DELAY": 1.0, "IRL_HOST_DELAY_MIN": 0.5, "CLOSESPIDER_TIMEOUT": 20}  # fmt: skip
     with simweb_server(tmp_path, size="tiny") as (cfg, log):
-        first = subprocess.Popen(spider_command(cfg, settings), cwd=ROOT, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)  # fmt: skip
-        time.sleep(12)
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(10)
+        crawl_killed_after(cfg, settings, 12)
         before = judged(cfg, log)
         requests_before = logged_requests(log)
         stats, stderr = crawl(cfg, {**settings, "CLOSESPIDER_TIMEOUT": 15})
@@ -118,3 +123,25 @@ def test_graceful_stop_saves_ram_and_resume_refetches_nothing(tmp_path: Path) ->
     # Only start URLs come twice: Scrapy runs start() again on resume, and its start
     # requests are dont_filter (so does Scrapy's own scheduler); the spider has 10 seeds.
     assert after["duplicate_fetches"] <= 10, after
+
+
+@pytest.mark.slow
+def test_politeness_holds_across_kill_9_and_graceful_restarts(tmp_path: Path) -> None:
+    """tau_h (6 s here) is longer than a restart takes: without the politeness log, hosts
+    fetched in the last seconds before a stop were fetched again right after the start."""
+    settings = {**POLITE, "JOBDIR": str(tmp_path / "job"), "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                "IRL_HOST_DELAY": 6.0, "IRL_HOST_DELAY_MIN": 6.0, "CLOSESPIDER_TIMEOUT": 30}  # fmt: skip
+    with simweb_server(tmp_path, size="tiny") as (cfg, log):
+        crawl_killed_after(cfg, settings, 10)
+        before = judged(cfg, log)
+        stats, second = crawl(cfg, {**settings, "CLOSESPIDER_TIMEOUT": 8})
+        _, third = crawl(cfg, {**settings, "CLOSESPIDER_TIMEOUT": 6})
+    after = judged(cfg, log, tau_h=6.0, tau_s=0.2)
+    assert before["pages"] >= 10
+    assert "Politeness across the restart" in second, second[-3000:]
+    assert stats["irl_sched/politeness_log/applied"] > 0
+    assert "Politeness across the restart" in third, third[-3000:]
+    assert after["pages"] > before["pages"] + 10
+    assert after["broke_tau_h"] == 0, after
+    assert after["broke_tau_s"] == 0, close_pairs(log, 0.2)
+    assert after["crawl_delay_violations"] == 0, after

@@ -1,0 +1,306 @@
+"""When each host and IP last took a request, on disk, so politeness holds across a restart.
+
+The host and IP heaps (:mod:`scrapy_irl.scheduler.politeness`) live in RAM. Without this
+log a resumed crawl would treat every host as new, and a host fetched just before a stop
+could be asked again sooner than its tau_h or Crawl-delay (the guarantee of thesis
+chapter VII section 1 is per host, whatever happens to the crawler).
+
+On disk: ``politeness.log`` in the frontier directory, one JSON array per line:
+
+* ``["s", host, ip]``: a page request of ``host`` was handed out; it is in flight.
+* ``["r", host, ip]``: a robots.txt fetch on ``ip`` was handed out (the IP heap only).
+* ``["e", host, ip, host_ref, ip_ref]``: that request is over; the next one to ``host``
+  may start ``tau_h`` after the wall-clock time ``host_ref``, the next to ``ip`` ``tau_s``
+  after ``ip_ref`` (``null``: no constraint). Both are what the heaps hold after the end.
+
+Each event is one ``os.write`` of a whole line with no buffer in between: a kill -9 at
+any moment loses no event already written, since the kernel keeps the page (a power
+loss can lose the tail, but a reboot takes longer than any delay). On load, a request
+still in flight (a start without its end) counts as started at the load: the kill came
+before it, so waiting its delay from then is safe. A torn last line is skipped; other
+damaged lines are skipped and counted. The file is rewritten from the heaps' state
+(write, then atomic rename) when it grows past ``max_bytes`` and at every open, keeping
+only entries younger than the longest possible delay, so it stays small.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scrapy_irl.drum.manifest import fsync_directory
+from scrapy_irl.scheduler.politeness import Host, Politeness
+
+logger = logging.getLogger(__name__)
+
+FILENAME = "politeness.log"
+
+
+@dataclass
+class Recalled:
+    """Wall-clock times after which the last request of each host and IP is counted."""
+
+    hosts: dict[str, float] = field(default_factory=dict)
+    ips: dict[str, float] = field(default_factory=dict)
+    in_flight: int = 0  # requests that were in flight at the stop (counted from the load)
+    damaged_lines: int = 0  # skipped lines other than a torn last one
+    torn_tail: bool = False
+
+
+class StartLog:
+    """Append-only log of request starts and ends per host and IP (see module docstring)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        horizon: float,
+        max_bytes: int = 1 << 20,
+        fsync: bool = False,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path)
+        self.horizon = horizon  # the longest delay any host or IP can have
+        self.max_bytes = max_bytes
+        self.fsync = fsync
+        self.wall = wall
+        self._fd: int | None = None
+        self.size = 0
+        self.write_errors = 0
+        self.rewrites = 0
+
+    # -- reading ---------------------------------------------------------------------------
+    def load(self) -> Recalled:
+        """Read the log left by the previous run; entries older than ``horizon`` are dropped."""
+        recalled = Recalled()
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return recalled
+        lines = data.split(b"\n")
+        if lines and lines[-1]:
+            recalled.torn_tail = True  # a kill cut the last write
+        host_ref: dict[str, float] = {}
+        ip_ref: dict[str, float] = {}
+        host_open: dict[str, bool] = {}
+        ip_open: dict[str, int] = {}
+        for line in lines[:-1]:
+            event = _parse(line)
+            if event is None:
+                recalled.damaged_lines += 1
+                continue
+            kind, host, ip = event[0], event[1], event[2]
+            if kind == "s":
+                host_open[host] = True
+                ip_open[ip] = ip_open.get(ip, 0) + 1
+            elif kind == "r":
+                ip_open[ip] = ip_open.get(ip, 0) + 1
+            else:  # "e"
+                h_ref, i_ref = event[3], event[4]
+                if host is not None:
+                    host_open[host] = False
+                    if h_ref is not None:
+                        host_ref[host] = max(h_ref, host_ref.get(host, h_ref))
+                if ip is not None:
+                    ip_open[ip] = max(0, ip_open.get(ip, 0) - 1)
+                    if i_ref is not None:
+                        ip_ref[ip] = max(i_ref, ip_ref.get(ip, i_ref))
+        now = self.wall()
+        recalled.in_flight = sum(host_open.values())
+        for name, flying in host_open.items():
+            if flying:
+                host_ref[name] = now
+        for ip, count in ip_open.items():
+            if count:
+                ip_ref[ip] = now
+        oldest = now - self.horizon
+        # A clock set back since the stop makes times lie ahead: capped at now (the safe side).
+        recalled.hosts = {h: min(t, now) for h, t in host_ref.items() if t > oldest}
+        recalled.ips = {i: min(t, now) for i, t in ip_ref.items() if t > oldest}
+        return recalled
+
+    # -- writing ---------------------------------------------------------------------------
+    def started(self, host: str, ip: str, *, robots: bool = False) -> None:
+        self._append(["r" if robots else "s", host, ip])
+
+    def ended(self, host: str | None, ip: str | None, host_ref: float | None, ip_ref: float | None) -> None:
+        self._append(["e", host, ip, _rounded(host_ref), _rounded(ip_ref)])
+
+    def _append(self, event: list[object]) -> None:
+        if self._fd is None:
+            return
+        line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
+        try:
+            written = os.write(self._fd, line)
+        except OSError as exc:
+            self._write_failed(exc)
+            return
+        self.size += written
+        if written != len(line):
+            self._write_failed(OSError(f"short write ({written} of {len(line)} bytes)"))
+
+    def _write_failed(self, exc: OSError) -> None:
+        self.write_errors += 1
+        if self.write_errors == 1:
+            logger.error(
+                "Cannot write %(path)s (%(exc)s): after a restart, hosts fetched since "
+                "may be asked again sooner than their delay",
+                {"path": self.path, "exc": exc},
+            )
+
+    def rewrite(
+        self,
+        hosts: Iterable[tuple[str, str, float | None, bool]],
+        ips: Iterable[tuple[str, float | None]],
+    ) -> None:
+        """Replace the log by the heaps' state, then append to the new file: per IP
+        (ip, ip_ref), per host (name, ip, host_ref, in flight).
+
+        Written to a temporary file and renamed over the log: a kill leaves one or the
+        other, both complete up to their last line.
+        """
+        oldest = self.wall() - self.horizon
+        lines: list[list[object]] = []
+        for ip, i_ref in ips:
+            if i_ref is not None and i_ref > oldest:
+                lines.append(["e", None, ip, None, _rounded(i_ref)])
+        for name, ip, h_ref, flying in hosts:
+            if h_ref is not None and h_ref > oldest:
+                lines.append(["e", name, None, _rounded(h_ref), None])
+            if flying:
+                lines.append(["s", name, ip])
+        data = b"".join(json.dumps(line, separators=(",", ":")).encode() + b"\n" for line in lines)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            if self.fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        self.close()
+        os.replace(tmp, self.path)
+        if self.fsync:
+            fsync_directory(self.path.parent)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self.size = len(data)
+        self.rewrites += 1
+
+    def needs_rewrite(self) -> bool:
+        return self.size > self.max_bytes
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _parse(line: bytes) -> list[object] | None:
+    """One event, or None when the line is not one this module writes."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(event, list) or not event:
+        return None
+    kind = event[0]
+    if kind in ("s", "r"):
+        if len(event) == 3 and isinstance(event[1], str) and isinstance(event[2], str):
+            return event
+        return None
+    if kind == "e" and len(event) == 5:
+        names_ok = all(v is None or isinstance(v, str) for v in event[1:3])
+        times_ok = all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v))
+            for v in event[3:5]
+        )
+        if names_ok and times_ok:
+            return event
+    return None
+
+
+class PolitenessMemory:
+    """The heaps' link to a :class:`StartLog`: recalls the last run's starts and logs this one's.
+
+    The heaps count in the scheduler's clock (monotonic); the log in wall-clock time, which
+    is what two runs share. A recalled start is applied when its host or IP enters the
+    heaps again (:meth:`apply`), so the first request after a restart waits out the delay
+    of the last request before it; recalls whose delay has passed anyway are dropped.
+    """
+
+    def __init__(self, log: StartLog, polite: Politeness, clock: Callable[[], float]) -> None:
+        self.log = log
+        self.polite = polite
+        self.clock = clock
+        self.offset = log.wall() - clock()  # wall = clock + offset
+        recalled = log.load()
+        self.loaded = recalled
+        self.hosts = {name: t - self.offset for name, t in recalled.hosts.items()}
+        self.ips = {ip: t - self.offset for ip, t in recalled.ips.items()}
+        self.applied = 0
+        self.rewrite()
+
+    def apply(self, host: Host) -> None:
+        """``host`` was added to the heaps: its and its IP's last starts of the last run count."""
+        start = self.hosts.pop(host.name, None)
+        if start is not None and start > host.last_start:
+            host.last_start = start
+            self.applied += 1
+        address = self.polite.ips[host.ip]
+        start = self.ips.pop(host.ip, None)
+        if start is not None and start > address.last_start:
+            address.last_start = start
+            self.applied += 1
+
+    def started(self, host: Host, *, robots: bool) -> None:
+        self.log.started(host.name, host.ip, robots=robots)
+
+    def ended(self, host: Host) -> None:
+        address = self.polite.ips.get(host.ip)
+        self.log.ended(host.name, host.ip, self._wall(host.last_start),
+                       self._wall(address.last_start if address else float("-inf")))  # fmt: skip
+
+    def tick(self) -> None:
+        """Forget recalls whose delay has passed; compact the log once it is large."""
+        oldest = self.clock() - self.log.horizon
+        for recalls in (self.hosts, self.ips):
+            for key in [k for k, t in recalls.items() if t <= oldest]:
+                del recalls[key]
+        if self.log.needs_rewrite():
+            self.rewrite()
+
+    def rewrite(self) -> None:
+        ips = [(ip, self._wall(a.last_start)) for ip, a in self.polite.ips.items()]
+        ips += [(ip, t + self.offset) for ip, t in self.ips.items() if ip not in self.polite.ips]
+        hosts = [(h.name, h.ip, self._wall(h.last_start), h.in_flight) for h in self.polite.hosts.values()]
+        hosts += [(name, "", t + self.offset, False) for name, t in self.hosts.items()
+                  if name not in self.polite.hosts]  # fmt: skip
+        self.log.rewrite(hosts, ips)
+
+    def close(self) -> None:
+        try:
+            self.rewrite()
+        finally:
+            self.log.close()
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "recalled_hosts": len(self.loaded.hosts),
+            "recalled_ips": len(self.loaded.ips),
+            "in_flight_at_stop": self.loaded.in_flight,
+            "damaged_lines": self.loaded.damaged_lines,
+            "applied": self.applied,
+            "rewrites": self.log.rewrites,
+            "write_errors": self.log.write_errors,
+        }
+
+    def _wall(self, start: float) -> float | None:
+        return None if start == float("-inf") else start + self.offset

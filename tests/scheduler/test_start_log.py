@@ -1,0 +1,222 @@
+"""The politeness log: last starts of hosts and IPs survive a restart (and a kill -9)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from scrapy_irl.scheduler.politeness import Politeness
+from scrapy_irl.scheduler.start_log import PolitenessMemory, StartLog
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def opened(path: Path, wall: Clock, horizon: float = 30.0) -> StartLog:
+    log = StartLog(path, horizon=horizon, wall=wall)
+    log.rewrite([], [])  # what PolitenessMemory does at open: the log is appendable
+    return log
+
+
+def test_a_missing_log_recalls_nothing(tmp_path: Path) -> None:
+    recalled = StartLog(tmp_path / "p.log", horizon=10).load()
+    assert recalled.hosts == {} and recalled.ips == {} and recalled.in_flight == 0
+
+
+def test_ended_requests_are_recalled_until_their_delay_cannot_matter(tmp_path: Path) -> None:
+    wall = Clock(1000.0)
+    log = opened(tmp_path / "p.log", wall, horizon=30)
+    log.started("a.test", "10.0.0.1")
+    log.ended("a.test", "10.0.0.1", 1000.5, 1000.6)
+    log.started("old.test", "10.0.0.2")
+    log.ended("old.test", "10.0.0.2", 965.0, 965.0)  # 35 s before the restart below
+    log.close()
+    wall.now = 1002.0
+    recalled = StartLog(tmp_path / "p.log", horizon=30, wall=wall).load()
+    assert recalled.hosts == {"a.test": 1000.5}
+    assert recalled.ips == {"10.0.0.1": 1000.6}
+    assert recalled.in_flight == 0
+
+
+def test_a_request_in_flight_at_the_kill_counts_as_started_at_the_restart(tmp_path: Path) -> None:
+    wall = Clock(1000.0)
+    log = opened(tmp_path / "p.log", wall)
+    log.started("a.test", "10.0.0.1")
+    log.ended("a.test", "10.0.0.1", 1000.0, 1000.0)
+    log.started("a.test", "10.0.0.1")  # no end: killed meanwhile
+    log.started("b.test", "10.0.0.1")
+    log.ended("b.test", "10.0.0.1", 1001.0, 1001.0)
+    log.started("robots.test", "10.0.0.3", robots=True)  # robots.txt: the IP only
+    log.close()
+    wall.now = 1003.0
+    recalled = StartLog(tmp_path / "p.log", horizon=30, wall=wall).load()
+    assert recalled.hosts == {"a.test": 1003.0, "b.test": 1001.0}
+    # a.test's request is still open on 10.0.0.1, whatever b.test's end says
+    assert recalled.ips == {"10.0.0.1": 1003.0, "10.0.0.3": 1003.0}
+    assert "robots.test" not in recalled.hosts
+    assert recalled.in_flight == 1
+
+
+def test_torn_tail_and_damaged_lines_are_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "p.log"
+    lines = [
+        json.dumps(["e", "a.test", "10.0.0.1", 999.0, 999.0]),
+        "garbage",
+        json.dumps(["e", "b.test", None, "soon", None]),  # wrong type
+        json.dumps(["s", "c.test"]),  # too short
+        json.dumps(["e", "d.test", "10.0.0.4", 998.0, None]),
+    ]
+    path.write_bytes(("\n".join(lines) + "\n").encode() + b'["s","torn.te')
+    recalled = StartLog(path, horizon=30, wall=Clock(1000.0)).load()
+    assert recalled.hosts == {"a.test": 999.0, "d.test": 998.0}
+    assert recalled.damaged_lines == 3
+    assert recalled.torn_tail
+
+
+def test_a_clock_set_back_cannot_push_a_host_into_the_far_future(tmp_path: Path) -> None:
+    path = tmp_path / "p.log"
+    path.write_text(json.dumps(["e", "a.test", "10.0.0.1", 5000.0, 5000.0]) + "\n")
+    recalled = StartLog(path, horizon=30, wall=Clock(1000.0)).load()
+    assert recalled.hosts == {"a.test": 1000.0} and recalled.ips == {"10.0.0.1": 1000.0}
+
+
+def test_rewrite_keeps_what_the_heaps_hold_and_nothing_older(tmp_path: Path) -> None:
+    wall = Clock(1000.0)
+    log = opened(tmp_path / "p.log", wall)
+    for i in range(500):
+        log.started(f"h{i}.test", "10.0.0.1")
+        log.ended(f"h{i}.test", "10.0.0.1", 900.0 + i / 10, 900.0 + i / 10)
+    big = log.size
+    log.rewrite([("a.test", "10.0.0.1", 999.0, False), ("b.test", "10.0.0.2", 950.0, True),
+                 ("stale.test", "10.0.0.1", 960.0, False)],
+                [("10.0.0.1", 999.5), ("10.0.0.2", 999.0)])  # fmt: skip
+    assert log.size < big / 20
+    log.ended("b.test", "10.0.0.2", 1000.0, 1000.0)  # appends go to the new file
+    log.close()
+    assert not (tmp_path / "p.tmp").exists()  # renamed over the log
+    recalled = StartLog(tmp_path / "p.log", horizon=30, wall=wall).load()
+    assert recalled.hosts == {"a.test": 999.0, "b.test": 1000.0}
+    assert recalled.ips == {"10.0.0.1": 999.5, "10.0.0.2": 1000.0}
+    assert recalled.in_flight == 0
+
+
+def test_a_kill_during_a_rewrite_leaves_the_old_log_readable(tmp_path: Path) -> None:
+    wall = Clock(1000.0)
+    log = opened(tmp_path / "p.log", wall)
+    log.ended("a.test", "10.0.0.1", 999.0, 999.0)
+    log.close()
+    (tmp_path / "p.tmp").write_bytes(b'["e","half')  # the rewrite's file, killed before the rename
+    recalled = StartLog(tmp_path / "p.log", horizon=30, wall=wall).load()
+    assert recalled.hosts == {"a.test": 999.0}
+
+
+def test_a_failed_write_is_counted_and_logged_once_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = opened(tmp_path / "p.log", Clock(1000.0))
+    assert log._fd is not None
+    os.close(log._fd)  # every write now fails with EBADF
+    with caplog.at_level(logging.ERROR):
+        log.started("a.test", "10.0.0.1")
+        log.ended("a.test", "10.0.0.1", 1000.0, 1000.0)
+    assert log.write_errors == 2
+    assert sum("Cannot write" in r.getMessage() for r in caplog.records) == 1
+    log._fd = None
+
+
+def run(tmp_path: Path, wall: Clock, mono: Clock) -> tuple[Politeness, PolitenessMemory]:
+    polite = Politeness(max_in_flight_per_ip=1)
+    memory = PolitenessMemory(StartLog(tmp_path / "p.log", horizon=30, wall=wall), polite, mono)
+    return polite, memory
+
+
+def test_a_restarted_crawl_waits_out_the_delay_of_the_last_request_before_the_stop(
+    tmp_path: Path,
+) -> None:
+    """The end-to-end rule with the heaps: a second run (another monotonic clock) cannot
+    fetch a host sooner than tau_h after the first run's last request to it, nor its IP
+    sooner than tau_s."""
+    wall, mono = Clock(1000.0), Clock(50.0)
+    polite, memory = run(tmp_path, wall, mono)
+    host = polite.add_host("a.test", "10.0.0.1", 8.0, 2.0)
+    memory.apply(host)
+    polite.push("a.test", "page")
+    got = polite.pop(mono.now)
+    assert got is not None
+    memory.started(host, robots=False)
+    mono.now += 0.5
+    wall.now += 0.5
+    polite.finished(host, mono.now)  # the heaps count the next gap from 50.0 (the start)
+    memory.ended(host)
+    memory.log.close()  # the kill: nothing more written
+
+    wall.now, mono = 1003.0, Clock(7.0)  # restarted 2.5 s later, in a new process
+    polite, memory = run(tmp_path, wall, mono)
+    assert memory.loaded.hosts == {"a.test": 1000.0}
+    host = polite.add_host("b.test", "10.0.0.1", 8.0, 2.0)  # another host on that IP
+    memory.apply(host)
+    host = polite.add_host("a.test", "10.0.0.1", 8.0, 2.0)
+    memory.apply(host)
+    polite.push("a.test", "again")
+    assert polite.pop(mono.now) is None
+    assert polite.next_due() == pytest.approx(7.0 - 3.0 + 8.0)  # 8 s after the old start
+    assert polite.pop(11.9) is None
+    assert polite.pop(12.0) is not None
+    assert memory.stats()["applied"] == 2  # a.test's host start, 10.0.0.1's IP start
+
+
+def test_recalls_for_hosts_never_seen_again_are_forgotten_after_the_horizon(tmp_path: Path) -> None:
+    wall, mono = Clock(1000.0), Clock(0.0)
+    polite, memory = run(tmp_path, wall, mono)
+    host = polite.add_host("a.test", "10.0.0.1", 8.0, 2.0)
+    polite.push("a.test", "page")
+    polite.pop(0.0)
+    memory.started(host, robots=False)
+    memory.log.close()  # killed with the request in flight
+
+    polite, memory = run(tmp_path, Clock(1001.0), Clock(100.0))
+    assert memory.loaded.in_flight == 1 and memory.hosts == {"a.test": 100.0}
+    memory.clock = Clock(129.0)
+    memory.tick()
+    assert memory.hosts == {"a.test": 100.0}  # within the 30 s horizon
+    memory.clock = Clock(131.0)
+    memory.tick()
+    assert memory.hosts == {} and memory.ips == {}
+    memory.close()
+    assert StartLog(tmp_path / "p.log", horizon=30, wall=Clock(1031.0)).load().hosts == {}
+
+
+def test_missing_or_damaged_log_of_a_resumed_frontier_is_a_warning_not_a_refusal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.scheduler.test_scheduler_lifecycle import opened as opened_scheduler
+
+    settings = {"JOBDIR": str(tmp_path / "job"), "IRL_HOSTS_DIR": str(tmp_path / "hosts")}
+
+    def start_and_close():  # type: ignore[no-untyped-def]
+        scheduler = opened_scheduler(**settings)
+        scheduler.close("finished")
+        return scheduler
+
+    start_and_close()
+    log = tmp_path / "job" / "irl" / "politeness.log"
+    assert log.exists()
+    log.unlink()
+    with caplog.at_level(logging.WARNING):
+        start_and_close()
+    assert any("politeness.log is missing" in r.getMessage() for r in caplog.records)
+    log.write_text("not json\n" + json.dumps(["e", "a.test", "10.0.0.1", 9e12, None]) + "\n")
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        scheduler = start_and_close()
+    assert any("1 damaged lines skipped" in r.getMessage() for r in caplog.records)
+    assert scheduler.memory is not None and scheduler.memory.loaded.hosts.keys() == {"a.test"}
