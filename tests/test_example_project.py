@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -101,6 +103,22 @@ def test_a_resumed_jobdir_crawl_serves_simweb_on_the_same_port(tmp_path: Path) -
     assert f"simweb cannot listen on port {port}" in third.stderr
     assert "'finish_reason': 'simweb_unavailable'" in third.stderr
     assert "Traceback" not in third.stderr
+    # ... before the engine hands out a request: the close used to come a reactor turn
+    # late, after ~14 frontier requests had gone to the downloader (and failed).
+    assert "'downloader/request_count'" not in third.stderr
+    assert "'scheduler/dequeued'" not in third.stderr
+    # The frontier stays whole in the JOBDIR: the next run resumes exactly what it held.
+    fourth = run_broad(tmp_path, "-s", "CLOSESPIDER_PAGECOUNT=5")
+    assert fourth.returncode == 0, fourth.stderr[-3000:]
+    assert f"on port {port};" in fourth.stderr
+    assert _resumed(third.stderr) == _resumed(fourth.stderr) != ""
+    assert "'downloader/response_count'" in fourth.stderr
+
+
+def _resumed(log: str) -> str:
+    """The frontier a run resumed: "N URLs queued in BEAST, M awaiting URLseen"."""
+    match = re.search(r"Resuming crawl from .*?: (\d+ URLs queued in BEAST, \d+ awaiting URLseen)", log)
+    return match.group(1) if match else ""
 
 
 def test_seed_file_bad_ports_and_a_byte_order_mark(tmp_path):
@@ -115,3 +133,29 @@ def test_seed_file_bad_ports_and_a_byte_order_mark(tmp_path):
     good, bad = read_seeds(seeds)
     assert good == ["http://a.example/", "http://d.example/x"]
     assert [number for number, _ in bad] == [2, 3]
+
+
+def test_simweb_failing_to_start_closes_the_spider_at_open(caplog):
+    # Raised from the spider_opened handler, CloseSpider stops the crawl before the engine
+    # starts; any failure (not only a taken port) must do so, or a resumed frontier is fetched.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "example_project"))
+    from example.spiders.broad import BroadSpider
+    from scrapy.exceptions import CloseSpider
+
+    spider = BroadSpider()
+    for error in (RuntimeError("simweb cannot listen on port 1"), ValueError("bad size")):
+        def fail(error: Exception = error) -> list[str]:
+            raise error
+
+        spider._start_simweb = fail  # type: ignore[method-assign]
+        with pytest.raises(CloseSpider) as raised:
+            spider._open_simweb()
+        assert raised.value.reason == "simweb_unavailable"
+    assert "simweb cannot listen on port 1" in caplog.text and "bad size" in caplog.text
+    spider._start_simweb = lambda: ["http://127.0.0.1:1/"]  # type: ignore[method-assign]
+    spider._open_simweb()
+
+    async def start_urls() -> list[str]:
+        return [request.url async for request in spider.start()]
+
+    assert asyncio.run(start_urls()) == ["http://127.0.0.1:1/"]  # simweb's seeds

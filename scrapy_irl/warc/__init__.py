@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
-from scrapy_irl.warc.writer import RecoveredFile, RotatingWarcWriter, recover_open_files
+from scrapy_irl.warc.writer import (
+    RawHttpHeaders,
+    RecoveredFile,
+    RotatingWarcWriter,
+    recover_open_files,
+)
 
-__all__ = ["RecoveredFile", "RotatingWarcWriter", "recover_open_files"]
+__all__ = ["RawHttpHeaders", "RecoveredFile", "RotatingWarcWriter", "recover_open_files"]

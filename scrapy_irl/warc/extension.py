@@ -24,9 +24,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.job import job_dir
-from warcio.statusandheaders import StatusAndHeaders
 
-from scrapy_irl.warc.writer import RotatingWarcWriter, warc_date
+from scrapy_irl.warc.writer import RawHttpHeaders, RotatingWarcWriter, warc_date
 
 if TYPE_CHECKING:
     from typing import Self
@@ -228,7 +227,7 @@ class WarcExtension:
 
     def _response_headers(
         self, response: Response, request: Request
-    ) -> StatusAndHeaders:
+    ) -> RawHttpHeaders:
         lines = _header_lines(response.headers, _DROPPED_RESPONSE_HEADERS)
         if request.method != "HEAD":  # a HEAD's Content-Length describes the GET body
             _replace(lines, b"Content-Length", str(len(response.body)).encode())
@@ -237,9 +236,9 @@ class WarcExtension:
         except ValueError:
             reason = ""
         status = f"{response.status} {reason}".rstrip()
-        return StatusAndHeaders(status, lines, protocol=self._protocol(response))
+        return RawHttpHeaders(status, lines, protocol=self._protocol(response))
 
-    def _request_headers(self, request: Request) -> StatusAndHeaders:
+    def _request_headers(self, request: Request) -> RawHttpHeaders:
         url = urlparse_cached(request)
         target = url.path or "/"
         if url.params:
@@ -256,7 +255,7 @@ class WarcExtension:
             lines.insert(0, (b"Host", host.encode()))
         if request.body and not any(k.lower() == b"content-length" for k, _ in lines):
             lines.append((b"Content-Length", str(len(request.body)).encode()))
-        return StatusAndHeaders(
+        return RawHttpHeaders(
             f"{request.method} {target} HTTP/1.1", lines, is_http_request=True
         )
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.recordloader import ArcWarcRecord
+from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
@@ -58,6 +59,28 @@ def warc_date(timestamp: float) -> str:
 def file_timestamp(timestamp: float) -> str:
     """``YYYYmmddHHMMSSffffff`` in UTC, the timestamp part of a WARC file name."""
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y%m%d%H%M%S%f")
+
+
+class RawHttpHeaders(StatusAndHeaders):
+    """An HTTP status line and headers stored byte for byte, as received or sent.
+
+    warcio turns bytes headers into ``str`` through Latin-1 and, when writing, %-encodes any
+    value that is not ASCII (RFC 8187), so a raw UTF-8 ``filename="naïve.txt"`` or a stray
+    high byte would be stored as percent-escaped mojibake, not as the message received
+    (WARC 1.1: a ``response`` block *is* the HTTP response). Latin-1 maps each byte to one
+    code point, so encoding the text back as Latin-1 gives the original bytes. Only a
+    ``str`` value beyond Latin-1 (never one from Scrapy's bytes headers) gets warcio's way.
+    """
+
+    def compute_headers_buffer(
+        self, header_filter: Callable[[tuple[str, str]], Any] | None = None
+    ) -> None:
+        try:
+            text = self.to_str(header_filter).encode("latin-1")
+        except UnicodeEncodeError:
+            super().compute_headers_buffer(header_filter)
+            return
+        self.headers_buff = text + b"\r\n"
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """Runs one Scrapy crawl of a fixed list of requests in its own process; prints stats as JSON.
 
-    python -m tests.warc.crawl_runner '{"get": [...], "post": [[url, body]], "settings": {...}}'
+    python -m tests.warc.crawl_runner '{"get": [...], "post": [[url, body]], "settings": {...},
+                                       "headers": {name: value}}'
 
-The spider follows nothing. ``FlakyWarcExtension`` fails every second write, for the test
-that write errors are counted without stopping the crawl.
+The spider follows nothing; ``headers`` are added to every GET request (UTF-8 encoded).
+``FlakyWarcExtension`` fails every second write, for the test that write errors are counted
+without stopping the crawl.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from tests.crawl_runner import run_and_print_stats
 class ListSpider(scrapy.Spider):
     name = "warc-list"
 
-    def __init__(self, get: list[str], post: list[list[str]], **kwargs: Any) -> None:
+    def __init__(self, get: list[str], post: list[list[str]], headers: dict[str, str] | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
         super().__init__(**kwargs)
-        self.get, self.post = get, post
+        self.get, self.post, self.extra_headers = get, post, headers or {}
 
     async def start(self):
         for url in self.get:
-            yield scrapy.Request(url, callback=self.parse, errback=self.failed)
+            yield scrapy.Request(url, callback=self.parse, errback=self.failed, headers=self.extra_headers)
         for url, body in self.post:
             yield scrapy.Request(url, method="POST", body=body.encode(), callback=self.parse,
                                  headers={"Content-Type": "text/plain"})
@@ -62,7 +65,7 @@ def main() -> None:
     settings = {"CLOSESPIDER_TIMEOUT": 30, "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 10,
                 **config.get("settings", {})}  # fmt: skip
     run_and_print_stats(ListSpider, settings, get=config.get("get", []),
-                        post=config.get("post", []))  # fmt: skip
+                        post=config.get("post", []), headers=config.get("headers"))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """A loopback HTTP site with one response of each kind the WARC tests look for.
 
 ``/`` is HTML, ``/img.png`` a PNG, ``/missing`` a 404, ``/gzip`` a gzip-encoded text,
-``/chunked`` a chunked body, ``POST /form`` echoes its body. Served on 127.0.0.1 only.
+``/chunked`` a chunked body, ``POST /form`` echoes its body, ``/raw-headers`` sends header
+values that are not ASCII (``RAW_HEADERS``) and echoes the raw bytes of the request's
+``X-Name`` header. Served on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ PNG = bytes.fromhex(
 HTML = b'<html><body><a href="/img.png">img</a> <a href="/missing">x</a></body></html>'
 TEXT = b"plain text, sent gzip-encoded " * 20
 CHUNKS = [b"first chunk;", b"second chunk;", b"third"]
+#: Header lines sent raw by ``/raw-headers``: UTF-8 in a quoted filename, then bytes that
+#: are not UTF-8 at all (RFC 9110 allows obs-text, 0x80-0xFF, in field values).
+RAW_HEADERS = [
+    (b"Content-Disposition", b'attachment; filename="na\xc3\xafve.txt"'),
+    (b"X-Raw", b"\xff\xfe\x80 end"),
+]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -42,6 +50,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "image/png", PNG)
         elif self.path == "/gzip":
             self._send(200, "text/plain", gzip.compress(TEXT), ("Content-Encoding", "gzip"))
+        elif self.path == "/raw-headers":
+            # http.server encodes header text as Latin-1: one byte per code point, sent as is
+            raw = [(k.decode(), v.decode("latin-1")) for k, v in RAW_HEADERS]
+            name = (self.headers.get("X-Name") or "").encode("latin-1")
+            self._send(200, "text/plain", b"X-Name: " + name, *raw)
         elif self.path == "/chunked":
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")

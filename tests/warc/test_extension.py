@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
 import os
@@ -19,7 +21,7 @@ from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_irl.warc.extension import WarcExtension, warc_dir
-from tests.warc.site import CHUNKS, HTML, PNG, TEXT, warc_site
+from tests.warc.site import CHUNKS, HTML, PNG, RAW_HEADERS, TEXT, warc_site
 from tests.warc.test_writer import listing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +44,34 @@ def records_in(directory: Path) -> list:
                 out.append((record.rec_type, record.rec_headers.get_header("WARC-Target-URI"),
                             record.rec_headers, record.http_headers, record.raw_stream.read()))  # stored bytes
     return out
+
+
+def blocks_in(directory: Path) -> dict[tuple[str, str], bytes]:
+    """The raw block (HTTP head and body, unparsed) of every request and response record."""
+    out = {}
+    for path in sorted(directory.glob("*.warc*")):
+        with open(path, "rb") as handle:
+            for record in ArchiveIterator(handle, no_record_parse=True):
+                if record.rec_type in ("request", "response"):
+                    uri = record.rec_headers.get_header("WARC-Target-URI")
+                    out[record.rec_type, uri] = record.raw_stream.read()
+    return out
+
+
+def checked_records(directory: Path) -> list:
+    """Every record parsed, its block and payload digests checked (warcio raises on a bad one)."""
+    out = []
+    for path in sorted(directory.glob("*.warc*")):
+        with open(path, "rb") as handle:
+            for record in ArchiveIterator(handle, check_digests="raise"):
+                body = record.content_stream().read()
+                assert record.digest_checker.passed is not False, record.digest_checker.problems
+                out.append((record, body))
+    return out
+
+
+def sha1_digest(data: bytes) -> str:
+    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode()
 
 
 def stat(ext: WarcExtension, key: str) -> object:
@@ -120,6 +150,28 @@ def test_head_keeps_content_length_and_odd_status_and_non_http_urls(tmp_path: Pa
     assert resource[0] == "resource" and resource[4] == b"hello"
     assert resource[2].get_header("Content-Type") == "text/plain"
     assert stat(ext, "records") == 5
+
+
+def test_header_bytes_that_are_not_ascii_are_stored_as_received(tmp_path: Path):
+    # warcio %-encodes such values (of their Latin-1 decoding): the block was not the message
+    ext = make_extension(tmp_path)
+    request = Request("http://a.example/f", headers={"X-Name": "café", "X-Raw": b"\xff\x80"})
+    response = Response("http://a.example/f", body=b"data", request=request,
+                        headers=[(k, v) for k, v in RAW_HEADERS])
+    ext.response_received(response, request, None)
+    ext.spider_closed(None)
+    blocks = blocks_in(tmp_path)
+    assert blocks["response", "http://a.example/f"] == (
+        b"HTTP/1.1 200 OK\r\n" + b"".join(k + b": " + v + b"\r\n" for k, v in RAW_HEADERS)
+        + b"Content-Length: 4\r\n\r\ndata")  # fmt: skip
+    request_head = blocks["request", "http://a.example/f"].split(b"\r\n\r\n")[0]
+    assert b"\r\nX-Name: caf\xc3\xa9\r\n" in request_head + b"\r\n"
+    assert b"\r\nX-Raw: \xff\x80\r\n" in request_head + b"\r\n"
+    _, (resp, body), (req, _) = checked_records(tmp_path)  # still parses, digests right
+    assert body == b"data" and resp.rec_headers.get_header("WARC-Payload-Digest") == sha1_digest(b"data")
+    assert resp.http_headers.get_header("Content-Disposition") == 'attachment; filename="naïve.txt"'
+    assert req.http_headers.get_header("X-Name") == "café"
+    assert stat(ext, "write_errors") == 0
 
 
 def test_write_errors_are_counted_logged_once_and_never_raise(tmp_path: Path, caplog):
@@ -228,6 +280,26 @@ def test_real_crawl_archives_every_response(tmp_path: Path):
     assert stats["irl_warc/bytes"] == sum(p.stat().st_size for p in listing(directory))
     # the refused connection has no response: nothing archived (the 404 reaches the errback too)
     assert stats["downloader/exception_count"] == 1 and stats["test/failed"] == 2
+
+
+@pytest.mark.slow
+def test_real_crawl_stores_header_bytes_as_sent(tmp_path: Path):
+    with warc_site() as site:
+        url = site.base_url + "/raw-headers"
+        stats, _ = crawl({"get": [url], "headers": {"X-Name": "café"},
+                          "settings": {"EXTENSIONS": {EXTENSION: 0}, "IRL_WARC_ENABLED": True}},
+                         cwd=tmp_path)  # fmt: skip
+    assert stats["irl_warc/records"] == 2 and stats["irl_warc/write_errors"] == 0
+    blocks = blocks_in(tmp_path / "warc")
+    head, body = blocks["response", url].split(b"\r\n\r\n", 1)
+    lines = head.split(b"\r\n")[1:]
+    for name, value in RAW_HEADERS:
+        assert name + b": " + value in lines, lines
+    sent = b"X-Name: caf\xc3\xa9"
+    assert body == sent  # the server got the UTF-8 bytes...
+    assert sent in blocks["request", url].split(b"\r\n")  # ... and the request record has them
+    [resp] = [(r, b) for r, b in checked_records(tmp_path / "warc") if r.rec_type == "response"]
+    assert resp[1] == sent and resp[0].rec_headers.get_header("WARC-Payload-Digest") == sha1_digest(sent)
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from warcio.statusandheaders import StatusAndHeaders
 
 from scrapy_irl import __version__
 from scrapy_irl.dirlock import DirectoryInUseError
-from scrapy_irl.warc.writer import RotatingWarcWriter, recover_open_file
+from scrapy_irl.warc.writer import RawHttpHeaders, RotatingWarcWriter, recover_open_file
 
 NAME = re.compile(r"^t-(\d{20})-(\d{5})\.warc(\.gz)?$")
 T0 = 1_700_000_000.25  # 2023-11-14 22:13:20.250000 UTC
@@ -88,6 +88,15 @@ def test_round_trip(tmp_path: Path, gzip: bool):
         assert request["to"] == response["id"]
     assert writer.records == 6 and writer.files == 1
     assert writer.bytes == path.stat().st_size
+
+
+def test_raw_http_headers_keep_bytes_and_fall_back_for_wide_text():
+    raw = RawHttpHeaders("200 OK", [(b"X-A", b"na\xc3\xafve \xff")], protocol="HTTP/1.1")
+    raw.compute_headers_buffer()
+    assert raw.headers_buff == b"HTTP/1.1 200 OK\r\nX-A: na\xc3\xafve \xff\r\n\r\n"
+    wide = RawHttpHeaders("200 OK", [("X-A", "\u20ac")], protocol="HTTP/1.1")  # not Latin-1
+    wide.compute_headers_buffer()
+    assert wide.headers_buff == b"HTTP/1.1 200 OK\r\nX-A: %E2%82%AC\r\n\r\n"  # warcio's RFC 8187
 
 
 def test_rotation_by_size_keeps_groups_together_and_numbers_files(tmp_path: Path):

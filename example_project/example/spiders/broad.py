@@ -6,7 +6,10 @@
 
 With simweb, the server runs in a thread of this process and logs every request it serves;
 when the spider closes, simweb's judge scores the crawl from that log (spam and trap share,
-politeness gaps, robots violations, ...) and logs the table.
+politeness gaps, robots violations, ...) and logs the table. simweb starts when the spider
+opens; if it cannot (a resumed JOBDIR's port is taken), the spider closes before the engine
+hands out a single request (``finish_reason`` ``simweb_unavailable``) and the frontier
+stays in the JOBDIR for the next run.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import scrapy
 from scrapy import signals
+from scrapy.exceptions import CloseSpider
 from scrapy.http import HtmlResponse, Response, XmlResponse
 from scrapy.linkextractors import LinkExtractor
 from w3lib.url import safe_url_string
@@ -71,6 +75,7 @@ class BroadSpider(scrapy.Spider):
         logging.getLogger("scrapy.spidermiddlewares.urllength").setLevel(logging.WARNING)
         # After every spider_closed handler: the WARC writer has renamed its last file.
         crawler.signals.connect(spider._list_warc_files, signal=signals.engine_stopped)
+        crawler.signals.connect(spider._open_simweb, signal=signals.spider_opened)
         return spider
 
     def __init__(
@@ -89,17 +94,31 @@ class BroadSpider(scrapy.Spider):
         self.links = LinkExtractor()
         self._simweb: contextlib.ExitStack | None = None
         self._running: Any = None
+        self._simweb_seeds: list[str] = []
+
+    def _open_simweb(self) -> None:
+        """Start simweb at spider_opened, before the engine runs: a crawl without it closes
+        there, and a resumed frontier (every URL names simweb's port) is never fetched.
+
+        When a spider_opened handler raises CloseSpider, Scrapy's engine (2.19:
+        ``open_spider_async``) closes the spider without starting: no request is handed out,
+        and the scheduler's close keeps the frontier. A close asked from ``start()`` came
+        too late: the engine had already handed out ~14 requests from the frontier.
+        """
+        if not self.use_simweb:
+            return
+        try:
+            self._simweb_seeds = self._start_simweb()
+        except RuntimeError as exc:  # its port is taken: a crawl without a web is useless
+            logger.error("%(error)s", {"error": exc})
+            raise CloseSpider("simweb_unavailable") from exc
+        except Exception as exc:
+            logger.exception("simweb could not start")
+            raise CloseSpider("simweb_unavailable") from exc
 
     async def start(self) -> AsyncIterator[Any]:
-        if self.use_simweb:
-            try:
-                seeds = self._start_simweb()
-            except RuntimeError as exc:  # its port is taken: a crawl without a web is useless
-                logger.error("%(error)s", {"error": exc})
-                self._close_soon("simweb_unavailable")
-                return
-            for url in seeds:
-                yield self._request(url)
+        for url in self._simweb_seeds:
+            yield self._request(url)
         if self.seeds_path is not None:
             good, bad = read_seeds(self.seeds_path)
             for number, text in bad:
@@ -176,13 +195,6 @@ class BroadSpider(scrapy.Spider):
                     {"hosts": len(self._running.server.addresses), "port": self._running.port,
                      "log": self.requests_log})
         return self._running.web.seed_urls(self.simweb_seeds)
-
-    def _close_soon(self, reason: str) -> None:
-        from scrapy.utils.defer import deferred_from_coro
-        from twisted.internet import reactor
-
-        engine = self.crawler.engine
-        reactor.callLater(0, lambda: deferred_from_coro(engine.close_spider_async(reason=reason)))  # type: ignore[attr-defined]
 
     def _simweb_port_file(self) -> Path | None:
         from scrapy.utils.job import job_dir
