@@ -8,6 +8,8 @@ A name missing from :mod:`scrapy_irl.settings` is a programming error and raises
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from scrapy_irl import settings as defaults
@@ -27,11 +29,14 @@ def _bad(name: str, value: Any, expected: str) -> ValueError:
     return ValueError(f"invalid {name}={value!r}: expected {expected}")
 
 
-def _check_range(name: str, value: float, minimum: float | None, above: float | None) -> None:
+def _check_range(name: str, value: float, minimum: float | None, above: float | None,
+                 maximum: float | None = None) -> None:  # fmt: skip
     if minimum is not None and not value >= minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
     if above is not None and not value > above:
         raise ValueError(f"{name} must be > {above}, got {value!r}")
+    if maximum is not None and not value <= maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
 
 
 def get(settings: BaseSettings, name: str) -> Any:
@@ -46,22 +51,32 @@ def getbool(settings: BaseSettings, name: str) -> bool:
 
 
 def _number(read: Any, name: str, expected: str, minimum: float | None,
-            above: float | None) -> Any:  # fmt: skip
+            above: float | None, maximum: float | None = None) -> Any:  # fmt: skip
     try:
         value = read(name, _default(name))
     except (ValueError, TypeError, OverflowError):
         raise _bad(name, read.__self__.get(name), expected) from None
     if isinstance(value, float) and math.isnan(value):  # NaN passes no bound check
         raise _bad(name, value, expected)
-    _check_range(name, value, minimum, above)
+    _check_range(name, value, minimum, above, maximum)
     return value
 
 
 def getint(
-    settings: BaseSettings, name: str, *, minimum: int | None = None, above: int | None = None
+    settings: BaseSettings, name: str, *, minimum: int | None = None, above: int | None = None,
+    maximum: int | None = None,
 ) -> int:
     """``name`` as an int; a value that is not one, or out of range, is a ValueError naming it."""
-    return int(_number(settings.getint, name, "an integer", minimum, above))
+    return int(_number(settings.getint, name, "an integer", minimum, above, maximum))
+
+
+def getpowerof2(settings: BaseSettings, name: str, *, maximum: int) -> int:
+    """``name`` as a power of two in 1..``maximum`` (DRUM splits keys into buckets by their
+    top bits), so a bad count is refused naming the setting, not deep inside the store."""
+    value = getint(settings, name, minimum=1, maximum=maximum)
+    if value & (value - 1):
+        raise _bad(name, value, f"a power of two in 1..{maximum}")
+    return value
 
 
 def getfloat(
@@ -72,10 +87,41 @@ def getfloat(
 
 
 def getlist(settings: BaseSettings, name: str) -> list[str]:
+    """``name`` as a list of strings (a comma-separated string is split); an item that is
+    not a string is refused here rather than failing later on ``.lower()``."""
     value = settings.get(name, _default(name))
     if value is None or isinstance(value, str | list | tuple):
-        return settings.getlist(name, _default(name))
-    raise _bad(name, value, "a list or a comma-separated string")
+        items = settings.getlist(name, _default(name))
+        if all(isinstance(item, str) for item in items):
+            return items
+    raise _bad(name, value, "a list of strings or a comma-separated string")
+
+
+def getstr(settings: BaseSettings, name: str, *, choices: Collection[str] | None = None) -> str:
+    """``name`` as a str (one of ``choices`` when given): a number or a list would otherwise
+    fail later, inside whatever builds a file name or looks the value up, without the name."""
+    value = settings.get(name, _default(name))
+    if not isinstance(value, str):
+        raise _bad(name, value, "a string")
+    if choices is not None and value not in choices:
+        raise _bad(name, value, "one of " + ", ".join(repr(c) for c in sorted(choices)))
+    return value
+
+
+def getpath(settings: BaseSettings, name: str) -> str:
+    """``name`` as a path, ``""`` when unset (empty or None): a str or an ``os.PathLike``.
+
+    ``Path(5)`` fails deep inside a store with no setting named, and ``str(["a"])`` would
+    quietly create a directory called ``['a']``; both are refused here instead.
+    """
+    value = settings.get(name, _default(name))
+    if value is None:
+        return ""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise _bad(name, value, "a path (a str or os.PathLike)")
+    return value
 
 
 def uses_irl_scheduler(settings: BaseSettings) -> bool:

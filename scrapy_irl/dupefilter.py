@@ -28,6 +28,7 @@ from scrapy.utils.request import referer_str
 from twisted.internet import task
 
 from scrapy_irl import config
+from scrapy_irl.drum.store import MAX_BUCKETS
 from scrapy_irl.fingerprint import fingerprint_function_for
 from scrapy_irl.urlseen import URLSeen, key_of, unpack_key
 
@@ -97,7 +98,7 @@ class DrumDupeFilter(BaseDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        configured = config.get(settings, "IRL_URLSEEN_DIR")
+        configured = config.getpath(settings, "IRL_URLSEEN_DIR")
         jobdir = job_dir(settings)
         temporary = False
         if configured:
@@ -114,10 +115,10 @@ class DrumDupeFilter(BaseDupeFilter):
             fingerprint=fingerprint_function_for(crawler),
             stats=crawler.stats,
             debug=settings.getbool("DUPEFILTER_DEBUG"),
-            buckets=config.getint(settings, "IRL_URLSEEN_BUCKETS"),
-            buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES"),
-            bucket_bytes=config.getint(settings, "IRL_URLSEEN_BUCKET_BYTES"),
-            merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES"),
+            buckets=config.getpowerof2(settings, "IRL_URLSEEN_BUCKETS", maximum=MAX_BUCKETS),
+            buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES", minimum=1),
+            bucket_bytes=config.getint(settings, "IRL_URLSEEN_BUCKET_BYTES", minimum=1),
+            merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES", minimum=1),
             flush_interval=config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0),
             fsync=config.getbool(settings, "IRL_DRUM_FSYNC"),
             verify_on_open=config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),

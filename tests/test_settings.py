@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,3 +37,135 @@ def test_config_falls_back_to_defaults_and_rejects_unknown_names() -> None:
     assert config.getint(Settings({"IRL_URLSEEN_BUCKETS": 4}), "IRL_URLSEEN_BUCKETS") == 4
     with pytest.raises(KeyError, match="IRL_NOT_A_SETTING"):
         config.get(Settings(), "IRL_NOT_A_SETTING")
+
+
+def _warc(crawler: Any) -> Any:
+    from scrapy_irl.warc.extension import WarcExtension
+
+    return WarcExtension.from_crawler(crawler)
+
+
+def _report(crawler: Any) -> Any:
+    from scrapy_irl.report.sampler import StatsSampler
+
+    return StatsSampler.from_crawler(crawler)
+
+
+def _urlseen(crawler: Any) -> Any:
+    from scrapy_irl.dupefilter import DrumDupeFilter
+
+    return DrumDupeFilter.from_crawler(crawler)
+
+
+def _scheduler(crawler: Any) -> Any:
+    from scrapy_irl.scheduler.scheduler import IrlScheduler
+
+    return IrlScheduler.from_crawler(crawler)
+
+
+def _hosts(crawler: Any) -> Any:
+    from scrapy_irl.hosts.middleware import HostDnsMiddleware
+
+    return HostDnsMiddleware.from_crawler(crawler)
+
+
+def _robots(crawler: Any) -> Any:
+    from scrapy_irl.robots.middleware import RobotsCacheMiddleware
+
+    return RobotsCacheMiddleware.from_crawler(crawler)
+
+
+def _simweb(crawler: Any) -> Any:
+    from scrapy_irl.simweb.resolver import SimwebResolver
+
+    return SimwebResolver.from_crawler(crawler, None)
+
+
+#: (setting, bad value, the component reading it at start). Each used to fail with a bare
+#: Python error (``invalid literal for int()``, ``expected str ... not int``, ``unhashable
+#: type``), with an error naming a constructor argument, or not at all (a directory
+#: called ``5``; a web of 150,000 PLDs built for many seconds).
+BAD_VALUES = [
+    ("IRL_WARC_ENABLED", "maybe", _warc),
+    ("IRL_WARC_ENABLED", [1], _warc),
+    ("IRL_WARC_GZIP", "maybe", _warc),
+    ("IRL_WARC_GZIP", [1], _warc),
+    ("IRL_WARC_MAX_BYTES", "abc", _warc),
+    ("IRL_WARC_MAX_BYTES", float("inf"), _warc),
+    ("IRL_WARC_MAX_BYTES", [1], _warc),
+    ("IRL_WARC_MAX_BYTES", 0, _warc),
+    ("IRL_WARC_PREFIX", 5, _warc),
+    ("IRL_WARC_PREFIX", "a/b", _warc),
+    ("IRL_WARC_DIR", 5, _warc),
+    ("IRL_WARC_DIR", ["a"], _warc),
+    ("IRL_REPORT_ENABLED", "maybe", _report),
+    ("IRL_REPORT_ENABLED", [1], _report),
+    ("IRL_REPORT_AT_CLOSE", "maybe", _report),
+    ("IRL_REPORT_AT_CLOSE", [1], _report),
+    ("IRL_REPORT_DIR", 5, _report),
+    ("IRL_REPORT_DIR", ["a"], _report),
+    ("IRL_URLSEEN_DIR", 5, _urlseen),
+    ("IRL_URLSEEN_DIR", {"x": 1}, _urlseen),
+    ("IRL_URLSEEN_BUCKETS", 3, _urlseen),
+    ("IRL_URLSEEN_BUCKETS", 8192, _urlseen),
+    ("IRL_URLSEEN_BUFFER_BYTES", 0, _urlseen),
+    ("IRL_URLSEEN_MERGE_CHUNK_BYTES", -1, _urlseen),
+    ("IRL_FRONTIER_DIR", 5, _scheduler),
+    ("IRL_FRONTIER_DIR", ["a"], _scheduler),
+    ("IRL_BUDGET_BASE", -1, _scheduler),
+    ("IRL_SESSION_PARAMS", ["sid", 5], _scheduler),
+    ("IRL_HOSTS_DIR", 5, _hosts),
+    ("IRL_HOSTS_DIR", ["a"], _hosts),
+    ("IRL_DNS_TTL", 0, _hosts),
+    ("IRL_DNS_CONCURRENCY", 0, _hosts),
+    ("IRL_DNS_MEMORY_ENTRIES", -1, _hosts),
+    ("IRL_ROBOTS_MEMORY_ENTRIES", 0, _robots),
+    ("IRL_ROBOTS_MEMORY_BYTES", -1, _robots),
+    ("IRL_SIMWEB_CONFIG", 5, _simweb),
+    ("IRL_SIMWEB_CONFIG", "no-such-simweb.json", _simweb),
+    ("IRL_SIMWEB_SIZE", "huge", _simweb),
+    ("IRL_SIMWEB_SIZE", ["tiny"], _simweb),
+    ("IRL_SIMWEB_SEED", "abc", _simweb),
+    ("IRL_SIMWEB_PLDS", 3, _simweb),
+    ("IRL_SIMWEB_PLDS", -1, _simweb),
+    ("IRL_SIMWEB_PLDS", 150_000, _simweb),
+    ("IRL_SIMWEB_PORT", 70_000, _simweb),
+    ("IRL_SIMWEB_PORT", -1, _simweb),
+]
+
+
+@pytest.mark.parametrize(("name", "bad", "build"), BAD_VALUES,
+                         ids=[f"{n}={b!r}" for n, b, _ in BAD_VALUES])  # fmt: skip
+def test_bad_value_is_refused_at_start_naming_setting_and_value(
+    name: str, bad: Any, build: Callable[[Any], Any], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from scrapy.utils.test import get_crawler
+
+    monkeypatch.chdir(tmp_path)  # a directory wrongly named after the value lands here
+    settings = {
+        "JOBDIR": str(tmp_path / "job"), "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+        "IRL_WARC_ENABLED": True, "IRL_REPORT_ENABLED": True, "ROBOTSTXT_OBEY": True,
+        "IRL_SIMWEB_SIZE": "tiny", name: bad,
+    }  # fmt: skip
+    with pytest.raises(ValueError) as refused:
+        build(get_crawler(settings_dict=settings))
+    message = str(refused.value)
+    assert name in message, message
+    assert repr(bad) in message or str(bad) in message, message
+
+
+def test_valid_paths_and_strings_are_kept() -> None:
+    """``os.PathLike`` works for a path setting, and empty / None mean "not set"."""
+    from scrapy.settings import Settings
+
+    assert config.getpath(Settings({"IRL_WARC_DIR": Path("/x/y")}), "IRL_WARC_DIR") == "/x/y"
+    assert config.getpath(Settings({"IRL_WARC_DIR": None}), "IRL_WARC_DIR") == ""
+    assert config.getpath(Settings(), "IRL_FRONTIER_DIR") == ""
+    assert config.getstr(Settings(), "IRL_SIMWEB_SIZE", choices=("default",)) == "default"
+    assert config.getlist(Settings({"IRL_SESSION_PARAMS": "a,b"}), "IRL_SESSION_PARAMS") == [
+        "a", "b"
+    ]  # fmt: skip
+    assert config.getpowerof2(Settings(), "IRL_URLSEEN_BUCKETS", maximum=4096) == (
+        defaults.IRL_URLSEEN_BUCKETS
+    )

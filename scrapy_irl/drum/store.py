@@ -71,6 +71,9 @@ from scrapy_irl.exceptions import DrumCorruptionError, DrumError
 
 logger = logging.getLogger(__name__)
 
+#: Most buckets a DRUM splits its keys into (bucket files are named with four digits).
+MAX_BUCKETS = 4096
+
 #: The dtype of "no value" (the thesis' "-"): zero bytes per tuple.
 NO_VALUE = np.dtype([])
 
@@ -177,8 +180,8 @@ class Drum:
         auto_merge: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if buckets < 1 or buckets & (buckets - 1) or buckets > 4096:
-            raise DrumError(f"buckets must be a power of two in 1..4096, got {buckets}")
+        if buckets < 1 or buckets & (buckets - 1) or buckets > MAX_BUCKETS:
+            raise DrumError(f"buckets must be a power of two in 1..{MAX_BUCKETS}, got {buckets}")
         if buffer_bytes < 1 or bucket_bytes < 1 or merge_chunk_bytes < 1:
             raise DrumError("buffer_bytes, bucket_bytes and merge_chunk_bytes must be positive")
         self.path = Path(path)

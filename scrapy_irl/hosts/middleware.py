@@ -57,13 +57,13 @@ def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
     return HostResolver(
         store,
         reactor.resolve,  # type: ignore[attr-defined,arg-type]
-        ttl=config.getfloat(settings, "IRL_DNS_TTL"),
-        negative_ttl=config.getfloat(settings, "IRL_DNS_NEGATIVE_TTL"),
-        concurrency=config.getint(settings, "IRL_DNS_CONCURRENCY"),
-        timeout=config.getfloat(settings, "IRL_DNS_TIMEOUT"),
-        retries=config.getint(settings, "IRL_DNS_RETRIES"),
-        retry_delay=config.getfloat(settings, "IRL_DNS_RETRY_DELAY"),
-        memory_entries=config.getint(settings, "IRL_DNS_MEMORY_ENTRIES"),
+        ttl=config.getfloat(settings, "IRL_DNS_TTL", above=0),
+        negative_ttl=config.getfloat(settings, "IRL_DNS_NEGATIVE_TTL", above=0),
+        concurrency=config.getint(settings, "IRL_DNS_CONCURRENCY", minimum=1),
+        timeout=config.getfloat(settings, "IRL_DNS_TIMEOUT", above=0),
+        retries=config.getint(settings, "IRL_DNS_RETRIES", minimum=0),
+        retry_delay=config.getfloat(settings, "IRL_DNS_RETRY_DELAY", above=0),
+        memory_entries=config.getint(settings, "IRL_DNS_MEMORY_ENTRIES", minimum=1),
         reactor=reactor,
         on_event=lambda name: stats.inc_value(f"{STAT_PREFIX}/{name}"),
     )
@@ -84,7 +84,11 @@ class HostDnsMiddleware:
             sync=config.getbool(crawler.settings, "IRL_HOSTS_FSYNC"),
             cache_bytes=config.getint(crawler.settings, "IRL_HOSTS_CACHE_BYTES", minimum=0),
         )
-        self.resolver = resolver_from_crawler(crawler, self.store)
+        try:
+            self.resolver = resolver_from_crawler(crawler, self.store)
+        except Exception:  # a refused IRL_DNS_* value must not keep the store held
+            self.store.release()
+            raise
         self._closed = False
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 

@@ -18,9 +18,9 @@ def hosts_dir(settings: Any) -> str:
     directory outside a project), so robots.txt and DNS data are reused by later runs and
     by other spiders of the project.
     """
-    explicit = config.get(settings, "IRL_HOSTS_DIR")
+    explicit = config.getpath(settings, "IRL_HOSTS_DIR")
     if explicit:
-        return str(explicit)
+        return explicit
     jobdir = job_dir(settings)
     if jobdir:
         return os.path.join(jobdir, "irl", "hosts")

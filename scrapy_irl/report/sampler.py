@@ -27,6 +27,7 @@ from scrapy.utils.job import job_dir
 from twisted.internet import task
 
 from scrapy_irl import config
+from scrapy_irl import settings as defaults
 
 if TYPE_CHECKING:
     from typing import Self
@@ -43,14 +44,16 @@ DEFAULT_DIR_NAME = "irl-report-data"
 #: PLDs written to ``pld_table.json`` at close.
 PLD_TABLE_SIZE = 500
 
-DEFAULT_ENABLED = False
-DEFAULT_DIR = ""
-DEFAULT_AT_CLOSE = False
+#: Defaults of the ``IRL_REPORT_*`` settings (read through :mod:`scrapy_irl.config`, which
+#: falls back to them without the add-on and names a bad value's setting).
+DEFAULT_ENABLED = defaults.IRL_REPORT_ENABLED
+DEFAULT_DIR = defaults.IRL_REPORT_DIR
+DEFAULT_AT_CLOSE = defaults.IRL_REPORT_AT_CLOSE
 
 
 def data_dir(settings: BaseSettings) -> Path:
     """``IRL_REPORT_DIR``, else ``JOBDIR/irl``, else ``./irl-report-data``."""
-    explicit = settings.get("IRL_REPORT_DIR", DEFAULT_DIR) or ""
+    explicit = config.getpath(settings, "IRL_REPORT_DIR")
     if explicit:
         return Path(explicit)
     jobdir = job_dir(settings)
@@ -102,13 +105,13 @@ class StatsSampler:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        if not settings.getbool("IRL_REPORT_ENABLED", DEFAULT_ENABLED):
+        if not config.getbool(settings, "IRL_REPORT_ENABLED"):
             raise NotConfigured("IRL_REPORT_ENABLED is off")
         # A bad value raises (not NotConfigured): a report asked for must not vanish.
         interval = config.getfloat(settings, "IRL_REPORT_INTERVAL", above=0)
         ext = cls(crawler, data_dir(settings), interval,
                   append=bool(job_dir(settings)),
-                  report_at_close=settings.getbool("IRL_REPORT_AT_CLOSE", DEFAULT_AT_CLOSE))
+                  report_at_close=config.getbool(settings, "IRL_REPORT_AT_CLOSE"))
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext

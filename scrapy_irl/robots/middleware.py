@@ -103,6 +103,9 @@ class RobotsCacheMiddleware:
             and self._parserimpl is ProtegoRobotParser
         )
         self.policy = policy_from_settings(settings)
+        # Read before the store opens: a refused value must not leave it held.
+        memory_entries = config.getint(settings, "IRL_ROBOTS_MEMORY_ENTRIES", minimum=1)
+        memory_bytes = config.getint(settings, "IRL_ROBOTS_MEMORY_BYTES", minimum=1)
         self.store = HostStore.open_shared(
             hosts_dir(settings),
             sync=config.getbool(settings, "IRL_HOSTS_FSYNC"),
@@ -111,8 +114,8 @@ class RobotsCacheMiddleware:
         self.cache = RobotsCache(
             self.store,
             self._parse,
-            memory_entries=config.getint(settings, "IRL_ROBOTS_MEMORY_ENTRIES"),
-            memory_bytes=config.getint(settings, "IRL_ROBOTS_MEMORY_BYTES"),
+            memory_entries=memory_entries,
+            memory_bytes=memory_bytes,
             on_event=lambda name: self._inc(f"cache/{name}"),
         )
         self._fetching: dict[str, list[Deferred[CachedRobots | None]]] = {}

@@ -10,7 +10,7 @@ from scrapy.utils.misc import load_object
 
 from scrapy_irl import config
 from scrapy_irl.drum import Drum
-from scrapy_irl.drum.store import ResultsCallback
+from scrapy_irl.drum.store import MAX_BUCKETS, ResultsCallback
 from scrapy_irl.scheduler.beast import Beast
 from scrapy_irl.scheduler.budget import KINDS, BudgetPolicy
 from scrapy_irl.scheduler.codec import record_url
@@ -96,10 +96,10 @@ def build_urlseen(
     """
     return Drum(
         path / "urlseen",
-        buckets=config.getint(settings, "IRL_URLSEEN_BUCKETS"),
-        buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES"),
-        bucket_bytes=config.getint(settings, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES"),
-        merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES"),
+        buckets=config.getpowerof2(settings, "IRL_URLSEEN_BUCKETS", maximum=MAX_BUCKETS),
+        buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES", minimum=1),
+        bucket_bytes=config.getint(settings, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES", minimum=1),
+        merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES", minimum=1),
         store_aux=True,
         on_results=on_results,
         before_ack=star.write_out,

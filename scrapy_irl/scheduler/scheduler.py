@@ -180,7 +180,7 @@ class IrlScheduler:
             host_delay_min=config.getfloat(settings, "IRL_HOST_DELAY_MIN"),
             ip_delay=config.getfloat(settings, "IRL_IP_DELAY"),
             ip_delay_min=config.getfloat(settings, "IRL_IP_DELAY_MIN"),
-            base_budget=config.getfloat(settings, "IRL_BUDGET_BASE"),
+            base_budget=config.getfloat(settings, "IRL_BUDGET_BASE", minimum=1),
             crawl_delay_max=config.getfloat(settings, "IRL_CRAWL_DELAY_MAX", minimum=0),
         )
         self.ram_requests = config.getint(settings, "IRL_FRONTIER_RAM_REQUESTS", minimum=1)
@@ -251,7 +251,7 @@ class IrlScheduler:
         self._closers: list[tuple[str, Callable[[], None]]] = []
         # Last, once every setting has been checked: a refused setting leaves no directory.
         jobdir = job_dir(settings)
-        configured = config.get(settings, "IRL_FRONTIER_DIR")
+        configured = config.getpath(settings, "IRL_FRONTIER_DIR")
         if configured:
             self.path, self.temporary = Path(configured), False
         elif jobdir:

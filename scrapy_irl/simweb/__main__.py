@@ -81,16 +81,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     try:
         args.web = dict(WebConfig.parse_override(item) for item in args.web)
-    except ValueError as exc:
+        # Checked here: a bad --plds exits 2 with the message, not a traceback.
+        args.config = web_config(args)
+    except (ValueError, TypeError) as exc:
         p.error(str(exc))
     return args
 
 
-async def run(args: argparse.Namespace) -> None:
+def web_config(args: argparse.Namespace) -> WebConfig:
+    """The web's config from the size, ``--web`` overrides and the explicit options."""
     explicit = {"seed": args.seed, "plds": args.plds, "port": args.port,
                 "slow_seconds": args.slow_seconds, "drip_seconds": args.drip_seconds}  # fmt: skip
     given = {k: v for k, v in explicit.items() if v is not None}
-    config = WebConfig.sized(args.size, **{**args.web, **given})
+    return WebConfig.sized(args.size, **{**args.web, **given})
+
+
+async def run(args: argparse.Namespace) -> None:
+    config = web_config(args)
     server = SimwebServer(config, args.log or None)
     await server.start()
     try:

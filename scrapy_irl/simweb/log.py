@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -47,12 +48,15 @@ class LogRecord:
 
     @classmethod
     def parse(cls, line: str) -> LogRecord:
+        """One request line; a ValueError for anything the server cannot have written,
+        including a NaN or infinite time (it would sort anywhere and poison every gap)."""
         start, ip, host, target, status, nbytes, duration = line.rstrip("\n").split(
             "\t"
         )
-        return cls(
-            float(start), ip, host, target, int(status), int(nbytes), float(duration)
-        )
+        times = float(start), float(duration)
+        if not all(math.isfinite(t) for t in times):
+            raise ValueError(f"non-finite time in {line[:200]!r}")
+        return cls(times[0], ip, host, target, int(status), int(nbytes), times[1])
 
 
 class RequestLog:
@@ -77,12 +81,18 @@ class RequestLog:
             self._file.close()
 
 
-def read_log(source: str | Path | TextIO) -> tuple[WebConfig | None, list[LogRecord]]:
-    """The config named in the header (None if absent) and the records sorted by start time."""
+def read_log(
+    source: str | Path | TextIO, skipped: list[int] | None = None
+) -> tuple[WebConfig | None, list[LogRecord]]:
+    """The config named in the header (None if absent) and the records sorted by start time.
+
+    Malformed lines are logged and skipped; their numbers go to ``skipped`` when given, so
+    a judge can say how many requests it could not count.
+    """
     if isinstance(source, (str, Path)):
         # errors="replace": a damaged byte costs its line (skipped below), not the judge.
         with open(source, encoding="utf-8", errors="replace") as f:
-            return read_log(f)
+            return read_log(f, skipped)
     config = None
     records = []
     for number, line in enumerate(source, 1):
@@ -99,6 +109,8 @@ def read_log(source: str | Path | TextIO) -> tuple[WebConfig | None, list[LogRec
                 records.append(LogRecord.parse(line))
             except ValueError:
                 logger.warning("skipping malformed log line %d: %r", number, line[:200])
+                if skipped is not None:
+                    skipped.append(number)
     records.sort(key=lambda r: r.start)
     return config, records
 

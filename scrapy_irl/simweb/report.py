@@ -25,7 +25,7 @@ import json
 import math
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -235,8 +235,48 @@ def format_table(result: dict[str, Any]) -> str:
         ("Spearman(PLD in-degree, pages)", result["spearman_indegree_pages"]),
         (f"top-{result['top']} in-degree PLDs with >= {result['min_pages']} pages", f"{result['top_coverage']:.2%}"),
     ]  # fmt: skip
+    if "skipped_lines" in result:  # added by the CLI, which reads the log
+        rows.append(("malformed log lines skipped", result["skipped_lines"]))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float made ``None``: ``json.dumps`` would print
+    ``NaN``/``Infinity``, which is not JSON and breaks strict readers (``jq``, browsers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``minimum`` (a bad one exits 2 with a message)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite delay >= 0 (NaN breaks no gap, inf breaks every one)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
 
 
 def load_config(path: str | Path) -> WebConfig:
@@ -252,13 +292,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("log", help="request log written by the simweb server")
     p.add_argument(
         "--tau-h",
-        type=float,
+        type=_seconds,
         default=DEFAULT_TAU_H,
         help=f"per-host delay to check (default {DEFAULT_TAU_H})",
     )
     p.add_argument(
         "--tau-s",
-        type=float,
+        type=_seconds,
         default=DEFAULT_TAU_S,
         help=f"per-IP delay to check (default {DEFAULT_TAU_S})",
     )
@@ -272,13 +312,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--plds", type=int, default=None)
     p.add_argument(
         "--top",
-        type=int,
+        type=_count(1),
         default=50,
         help="how many best-linked PLDs the coverage looks at",
     )
     p.add_argument(
         "--min-pages",
-        type=int,
+        type=_count(0),
         default=10,
         help="pages a top PLD needs to count as covered",
     )
@@ -288,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
     try:
-        header, records = read_log(args.log)
+        skipped: list[int] = []
+        header, records = read_log(args.log, skipped)
         if args.config:
             config = load_config(args.config)
         elif args.size:
@@ -297,23 +338,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = header
         else:
             p.error("the log has no simweb header: pass --config or --size/--seed")
+        if header is not None and not args.size:  # --seed/--plds override the header's
+            overrides = {"seed": args.seed, "plds": args.plds}
+            config = config.replace(**{k: v for k, v in overrides.items() if v is not None})
     except (OSError, ValueError, TypeError) as exc:
         p.error(str(exc))  # a clear message and exit status 2, not a traceback
-    if (
-        header is not None
-        and (args.seed is not None or args.plds is not None)
-        and not args.size
-    ):
-        config = config.replace(
-            **{
-                k: v
-                for k, v in (("seed", args.seed), ("plds", args.plds))
-                if v is not None
-            }
-        )
     result = judge(records, web_for(config), tau_h=args.tau_h, tau_s=args.tau_s, top=args.top,
                    min_pages=args.min_pages, user_agent=args.user_agent)  # fmt: skip
-    print(json.dumps(result, indent=1) if args.json else format_table(result))
+    result["skipped_lines"] = len(skipped)
+    if args.json:
+        print(json.dumps(strict_json(result), indent=1, allow_nan=False))
+    else:
+        print(format_table(result))
     return 0
 
 

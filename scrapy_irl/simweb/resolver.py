@@ -23,7 +23,7 @@ from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
 
 from scrapy_irl import config
-from scrapy_irl.simweb.config import WebConfig
+from scrapy_irl.simweb.config import MAX_PLDS, MIN_PLDS, SIZES, WebConfig
 from scrapy_irl.simweb.model import Web, web_for
 
 if TYPE_CHECKING:
@@ -36,16 +36,29 @@ logger = logging.getLogger(__name__)
 
 
 def config_from_settings(settings: BaseSettings) -> WebConfig:
-    """The web a crawl targets: ``IRL_SIMWEB_CONFIG`` file if set, else size/seed/plds settings."""
-    path = config.get(settings, "IRL_SIMWEB_CONFIG")
+    """The web a crawl targets: ``IRL_SIMWEB_CONFIG`` file if set, else size/seed/plds settings.
+
+    Every bad value is a ValueError naming its setting, raised before the web is built.
+    """
+    path = config.getpath(settings, "IRL_SIMWEB_CONFIG")
     if path:
+        return _config_file(path)
+    size = config.getstr(settings, "IRL_SIMWEB_SIZE", choices=SIZES)
+    seed = config.getint(settings, "IRL_SIMWEB_SEED")
+    plds = config.getint(settings, "IRL_SIMWEB_PLDS", minimum=0, maximum=MAX_PLDS)
+    if 0 < plds < MIN_PLDS:
+        raise ValueError(f"IRL_SIMWEB_PLDS must be 0 (the size's number) or within "
+                         f"{MIN_PLDS}..{MAX_PLDS}, got {plds!r}")  # fmt: skip
+    port = config.getint(settings, "IRL_SIMWEB_PORT", minimum=0, maximum=65535)
+    return WebConfig.sized(size, seed=seed, plds=plds or None, port=port or None)
+
+
+def _config_file(path: str) -> WebConfig:
+    """The ``IRL_SIMWEB_CONFIG`` file; a missing or unreadable one names the setting."""
+    try:
         return WebConfig.from_json(Path(path).read_text(encoding="utf-8"))
-    return WebConfig.sized(
-        config.get(settings, "IRL_SIMWEB_SIZE"),
-        seed=config.getint(settings, "IRL_SIMWEB_SEED"),
-        plds=config.getint(settings, "IRL_SIMWEB_PLDS") or None,
-        port=config.getint(settings, "IRL_SIMWEB_PORT") or None,
-    )
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"invalid IRL_SIMWEB_CONFIG={path!r}: {exc}") from exc
 
 
 class SimwebResolver(CachingThreadedResolver):

@@ -25,6 +25,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.job import job_dir
 
+from scrapy_irl import config
+from scrapy_irl import settings as defaults
 from scrapy_irl.warc.writer import RawHttpHeaders, RotatingWarcWriter, warc_date
 
 if TYPE_CHECKING:
@@ -40,13 +42,14 @@ logger = logging.getLogger(__name__)
 
 STAT_PREFIX = "irl_warc"
 
-#: Defaults of the ``IRL_WARC_*`` settings, read here with explicit defaults so that the
-#: extension works in any project, with or without the add-on.
-DEFAULT_ENABLED = False
-DEFAULT_DIR = ""
-DEFAULT_PREFIX = "scrapy-irl"
-DEFAULT_MAX_BYTES = 1_000_000_000
-DEFAULT_GZIP = True
+#: Defaults of the ``IRL_WARC_*`` settings: :mod:`scrapy_irl.config` falls back to
+#: :mod:`scrapy_irl.settings`, so the extension works in any project, with or without the
+#: add-on, and a bad value is refused at start with the setting named.
+DEFAULT_ENABLED = defaults.IRL_WARC_ENABLED
+DEFAULT_DIR = defaults.IRL_WARC_DIR
+DEFAULT_PREFIX = defaults.IRL_WARC_PREFIX
+DEFAULT_MAX_BYTES = defaults.IRL_WARC_MAX_BYTES
+DEFAULT_GZIP = defaults.IRL_WARC_GZIP
 
 #: Response headers describing the wire encoding of a body Scrapy has already decoded.
 _DROPPED_RESPONSE_HEADERS = frozenset({b"transfer-encoding"})
@@ -57,11 +60,21 @@ _HTTP_SCHEMES = ("http", "https")
 
 def warc_dir(settings: BaseSettings) -> str:
     """``IRL_WARC_DIR``, else ``JOBDIR/warc``, else ``warc`` in the current directory."""
-    explicit = settings.get("IRL_WARC_DIR", DEFAULT_DIR)
+    explicit = config.getpath(settings, "IRL_WARC_DIR")
     if explicit:
-        return str(explicit)
+        return explicit
     jobdir = job_dir(settings)
     return os.path.join(jobdir, "warc") if jobdir else "warc"
+
+
+def warc_prefix(settings: BaseSettings) -> str:
+    """``IRL_WARC_PREFIX``: the first part of every file name, so no ``/`` and not empty."""
+    prefix = config.getstr(settings, "IRL_WARC_PREFIX")
+    if not prefix or "/" in prefix or os.sep in prefix:
+        raise ValueError(
+            f"invalid IRL_WARC_PREFIX={prefix!r}: expected a non-empty file name part without '/'"
+        )
+    return prefix
 
 
 def _header_lines(
@@ -87,7 +100,7 @@ class WarcExtension:
         self, crawler: Crawler, *, clock: Callable[[], float] = time.time
     ) -> None:
         settings = crawler.settings
-        if not settings.getbool("IRL_WARC_ENABLED", DEFAULT_ENABLED):
+        if not config.getbool(settings, "IRL_WARC_ENABLED"):
             raise NotConfigured
         self.crawler = crawler
         self.stats = crawler.stats
@@ -122,15 +135,13 @@ class WarcExtension:
             "http-header-user-agent": str(settings.get("USER_AGENT") or ""),
             "robots": "obey" if settings.getbool("ROBOTSTXT_OBEY") else "ignore",
         }
+        # Read before the writer: a bad value is a ValueError naming its own setting.
+        directory, prefix = warc_dir(settings), warc_prefix(settings)
+        max_bytes = config.getint(settings, "IRL_WARC_MAX_BYTES", above=0)
+        gzip = config.getbool(settings, "IRL_WARC_GZIP")
         try:
-            return RotatingWarcWriter(
-                warc_dir(settings),
-                prefix=settings.get("IRL_WARC_PREFIX", DEFAULT_PREFIX),
-                max_bytes=settings.getint("IRL_WARC_MAX_BYTES", DEFAULT_MAX_BYTES),
-                gzip=settings.getbool("IRL_WARC_GZIP", DEFAULT_GZIP),
-                clock=self.clock,
-                info=info,
-            )
+            return RotatingWarcWriter(directory, prefix=prefix, max_bytes=max_bytes, gzip=gzip,
+                                      clock=self.clock, info=info)  # fmt: skip
         except ValueError as exc:
             # Not NotConfigured: an enabled WARC output must not vanish without a word.
             raise ValueError(f"invalid IRL_WARC_* setting: {exc}") from exc

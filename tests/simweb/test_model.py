@@ -227,3 +227,21 @@ def test_spam_farm_addresses_are_configurable() -> None:
     }
     with pytest.raises(ValueError, match="spam_ips"):
         WebConfig(spam_ips=0)
+
+
+@pytest.mark.parametrize("plds", ["3", "100001", "1000000"])
+def test_plds_out_of_bounds_is_refused_before_any_build(
+    plds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A million PLDs used to be built for a minute (and then run out of addresses); now
+    the config refuses it, and the server CLI exits 2 with the message, no traceback."""
+    from scrapy_irl.simweb.__main__ import parse_args
+    from scrapy_irl.simweb.config import MAX_PLDS
+
+    with pytest.raises(ValueError, match=f"plds must be within 5..{MAX_PLDS}, got {plds}"):
+        WebConfig(plds=int(plds))
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(["--plds", plds])
+    assert stopped.value.code == 2
+    assert f"got {plds}" in capsys.readouterr().err
+    assert WebConfig(plds=MAX_PLDS).plds == MAX_PLDS  # the bound itself is valid

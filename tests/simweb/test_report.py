@@ -182,3 +182,66 @@ def test_cli_survives_damaged_bytes_and_refuses_a_bad_header_clearly(
     with pytest.raises(SystemExit):
         main([str(log), "--size", "nosuch"])
     assert "unknown simweb size" in capsys.readouterr().err
+
+
+def _strict(text: str) -> dict:
+    """``text`` parsed as strict JSON: ``NaN``/``Infinity`` are not JSON."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _log(tmp_path: Path, web: Web, starts: list[str]) -> Path:
+    host = _legit(web, robots="allow")
+    ip = web.resolve(host.name)
+    lines = [HEADER + CONFIG.to_json() + "\n"]
+    lines += [f"{s}\t{ip}\t{host.name}\t/p/{i}.html\t200\t10\t0.001\n" for i, s in enumerate(starts)]
+    log = tmp_path / "x.log"
+    log.write_text("".join(lines))
+    return log
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["--top=-1", "--top=0", "--top=x", "--min-pages=-3", "--tau-h=nan", "--tau-h=-1",
+     "--tau-h=inf", "--tau-s=nan", "--tau-s=-0.5", "--tau-s=-inf", "--plds=3"],
+)  # fmt: skip
+def test_cli_refuses_a_bad_option_with_status_2_naming_it(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], web: Web
+) -> None:
+    """These used to run (``--top -1`` slices off the last PLD, NaN taus break no gap) or,
+    for ``--plds`` overriding the log header, end in a traceback."""
+    log = _log(tmp_path, web, ["5.0", "6.0"])
+    with pytest.raises(SystemExit) as stopped:
+        main([str(log), "--json", option])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    name, _, value = option.partition("=")
+    assert name.lstrip("-") in err and value in err, err
+
+
+def test_cli_json_is_strict_and_skips_non_finite_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], web: Web
+) -> None:
+    """A NaN or infinite start (damage: the server writes none) is skipped and counted; it
+    used to sort anywhere and make ``duration_s`` NaN, printed as ``NaN`` (not JSON)."""
+    log = _log(tmp_path, web, ["nan", "5.0", "inf", "6.0", "-inf", "7.5"])
+    assert main([str(log), "--json"]) == 0
+    out = _strict(capsys.readouterr().out)
+    assert out["requests"] == 3 and out["skipped_lines"] == 3
+    assert out["duration_s"] == 2.5 and out["min_gap_per_host_s"] == 1.0
+    assert main([str(log)]) == 0
+    assert "malformed log lines skipped" in capsys.readouterr().out
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_cli_json_prints_an_overflowing_number_as_null(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], web: Web
+) -> None:
+    """Finite but absurd starts overflow the span to inf: null, never ``Infinity``."""
+    log = _log(tmp_path, web, ["-1e308", "1e308"])
+    assert main([str(log), "--json"]) == 0
+    out = _strict(capsys.readouterr().out)
+    assert out["requests"] == 2 and out["duration_s"] is None

@@ -155,10 +155,12 @@ class BroadSpider(scrapy.Spider):
 
     def _list_warc_files(self) -> None:
         """Say where the page repository went (the WARC extension may still be finishing)."""
-        settings = self.crawler.settings
-        if not settings.getbool("IRL_WARC_ENABLED"):
-            return
+        from scrapy_irl import config as irl_config
         from scrapy_irl.warc.extension import warc_dir
+
+        settings = self.crawler.settings
+        if not irl_config.getbool(settings, "IRL_WARC_ENABLED"):
+            return
 
         directory = Path(warc_dir(settings))
         files = sorted(p.name for p in directory.glob("*.warc*")) if directory.is_dir() else []
