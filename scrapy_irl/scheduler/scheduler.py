@@ -349,6 +349,12 @@ class IrlScheduler:
         self.memory = PolitenessMemory(log, self.polite, self.clock)
         self._closers.append(("politeness log", self.memory.close))
         loaded = self.memory.loaded
+        if loaded.unreadable is not None:
+            logger.warning(
+                "%(path)s cannot be read (%(exc)s): hosts fetched in the last seconds "
+                "before the stop may be asked again sooner than their delay",
+                {"path": log.path, "exc": loaded.unreadable}, extra={"spider": self.spider},
+            )  # fmt: skip
         if loaded.damaged_lines:
             logger.warning(
                 "%(path)s: %(n)d damaged lines skipped; hosts they named may be asked "
@@ -868,6 +874,8 @@ class IrlScheduler:
         else:
             now = self.clock()
             wait = self.polite.reserve(host, now) - now
+            if self.memory is not None:
+                self.memory.hopped(host)
         if host is not None:
             self._robots_hosts[url] = host
         d: Any = defer.Deferred()

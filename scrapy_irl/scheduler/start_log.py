@@ -12,15 +12,22 @@ On disk: ``politeness.log`` in the frontier directory, one JSON array per line:
 * ``["e", host, ip, host_ref, ip_ref]``: that request is over; the next one to ``host``
   may start ``tau_h`` after the wall-clock time ``host_ref``, the next to ``ip`` ``tau_s``
   after ``ip_ref`` (``null``: no constraint). Both are what the heaps hold after the end.
+* ``["h", host, ip, host_ref, ip_ref]``: a robots.txt redirect hop to ``host`` was booked
+  (:meth:`Politeness.reserve`): the same times, without a start or an end to pair.
 
 Each event is one ``os.write`` of a whole line with no buffer in between: a kill -9 at
 any moment loses no event already written, since the kernel keeps the page (a power
 loss can lose the tail, but a reboot takes longer than any delay). On load, a request
 still in flight (a start without its end) counts as started at the load: the kill came
 before it, so waiting its delay from then is safe. A torn last line is skipped; other
-damaged lines are skipped and counted. The file is rewritten from the heaps' state
-(write, then atomic rename) when it grows past ``max_bytes`` and at every open, keeping
-only entries younger than the longest possible delay, so it stays small.
+damaged lines (NUL bytes, garbage, lines longer than any event) are skipped and counted,
+reading in bounded RAM whatever the file's size. A log that cannot be read or replaced
+(a directory in its place, no permission) is logged and counted, never raised: it costs
+the restart its recall, not the crawl. The file is rewritten from the heaps' state
+(write, then atomic rename) at every open and when it has grown past ``max_bytes`` and
+twice its size after the last rewrite, keeping only entries younger than the longest
+possible delay: with many hosts in the heaps a rewrite is large, and rewriting it again
+before as many bytes were appended would cost O(hosts) per tick, not O(1) per event.
 """
 
 from __future__ import annotations
@@ -30,9 +37,10 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from scrapy_irl.drum.manifest import fsync_directory
 from scrapy_irl.scheduler.politeness import Host, Politeness
@@ -40,6 +48,10 @@ from scrapy_irl.scheduler.politeness import Host, Politeness
 logger = logging.getLogger(__name__)
 
 FILENAME = "politeness.log"
+#: Longest line read as an event: far beyond any line written (two names of at most 64 KiB
+#: of URL, JSON-escaped), so a damaged line of gigabytes is skipped in bounded RAM.
+MAX_LINE = 1 << 20
+_CHUNK = 1 << 16
 
 
 @dataclass
@@ -51,6 +63,7 @@ class Recalled:
     in_flight: int = 0  # requests that were in flight at the stop (counted from the load)
     damaged_lines: int = 0  # skipped lines other than a torn last one
     torn_tail: bool = False
+    unreadable: str | None = None  # why the log could not be read (past what was read)
 
 
 class StartLog:
@@ -71,7 +84,9 @@ class StartLog:
         self.fsync = fsync
         self.wall = wall
         self._fd: int | None = None
+        self._broken = False  # the last rewrite failed: appends have no file to go to
         self.size = 0
+        self._limit = max_bytes  # size past which the next rewrite is due
         self.write_errors = 0
         self.rewrites = 0
 
@@ -79,38 +94,24 @@ class StartLog:
     def load(self) -> Recalled:
         """Read the log left by the previous run; entries older than ``horizon`` are dropped."""
         recalled = Recalled()
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return recalled
-        lines = data.split(b"\n")
-        if lines and lines[-1]:
-            recalled.torn_tail = True  # a kill cut the last write
         host_ref: dict[str, float] = {}
         ip_ref: dict[str, float] = {}
         host_open: dict[str, bool] = {}
         ip_open: dict[str, int] = {}
-        for line in lines[:-1]:
-            event = _parse(line)
-            if event is None:
-                recalled.damaged_lines += 1
-                continue
-            kind, host, ip = event[0], event[1], event[2]
-            if kind == "s":
-                host_open[host] = True
-                ip_open[ip] = ip_open.get(ip, 0) + 1
-            elif kind == "r":
-                ip_open[ip] = ip_open.get(ip, 0) + 1
-            else:  # "e"
-                h_ref, i_ref = event[3], event[4]
-                if host is not None:
-                    host_open[host] = False
-                    if h_ref is not None:
-                        host_ref[host] = max(h_ref, host_ref.get(host, h_ref))
-                if ip is not None:
-                    ip_open[ip] = max(0, ip_open.get(ip, 0) - 1)
-                    if i_ref is not None:
-                        ip_ref[ip] = max(i_ref, ip_ref.get(ip, i_ref))
+        try:
+            with open(self.path, "rb") as handle:
+                lines = _Lines(handle, MAX_LINE)
+                for line in lines:
+                    event = None if line is None else _parse(line)
+                    if event is None:
+                        recalled.damaged_lines += 1
+                        continue
+                    _replay(event, host_ref, ip_ref, host_open, ip_open)
+                recalled.torn_tail = lines.torn  # a kill cut the last write
+        except FileNotFoundError:
+            return recalled
+        except OSError as exc:  # a directory in its place, no permission, an I/O error
+            recalled.unreadable = str(exc)  # what was read still counts (all safe to apply)
         now = self.wall()
         recalled.in_flight = sum(host_open.values())
         for name, flying in host_open.items():
@@ -132,8 +133,13 @@ class StartLog:
     def ended(self, host: str | None, ip: str | None, host_ref: float | None, ip_ref: float | None) -> None:
         self._append(["e", host, ip, _rounded(host_ref), _rounded(ip_ref)])
 
+    def hopped(self, host: str, ip: str, host_ref: float | None, ip_ref: float | None) -> None:
+        self._append(["h", host, ip, _rounded(host_ref), _rounded(ip_ref)])
+
     def _append(self, event: list[object]) -> None:
         if self._fd is None:
+            if self._broken:
+                self.write_errors += 1  # the event is lost (the failure was logged)
             return
         line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
         try:
@@ -176,22 +182,47 @@ class StartLog:
             if flying:
                 lines.append(["s", name, ip])
         data = b"".join(json.dumps(line, separators=(",", ":")).encode() + b"\n" for line in lines)
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            if self.fsync:
-                handle.flush()
-                os.fsync(handle.fileno())
-        self.close()
-        os.replace(tmp, self.path)
-        if self.fsync:
-            fsync_directory(self.path.parent)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            self._replace(data)
+        except OSError as exc:
+            self._write_failed(exc)
+            self._limit = max(self.max_bytes, 2 * self.size)  # not again at the next tick
+            return
+        self._broken = False
         self.size = len(data)
+        self._limit = max(self.max_bytes, 2 * len(data))
         self.rewrites += 1
 
+    def _replace(self, data: bytes) -> None:
+        """Put ``data`` in place of the log atomically and reopen it for appending; on a
+        failure, keep appending to the old log if it can still be opened."""
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                if self.fsync:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            self.close()
+            os.replace(tmp, self.path)
+            if self.fsync:
+                fsync_directory(self.path.parent)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            _remove_quietly(tmp)
+            if self._fd is None:
+                self._reopen()
+            raise
+
+    def _reopen(self) -> None:
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            self._broken = True
+
     def needs_rewrite(self) -> bool:
-        return self.size > self.max_bytes
+        """Past ``max_bytes`` and twice the last rewrite: amortised O(1) per appended event."""
+        return self.size > self._limit
 
     def close(self) -> None:
         if self._fd is not None:
@@ -203,11 +234,71 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _parse(line: bytes) -> list[object] | None:
+def _remove_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+class _Lines:
+    """The complete lines of a binary file, read in chunks: a line longer than ``limit``
+    comes as None (skipped without being held in RAM). What follows the last newline is
+    not a line: ``torn`` tells whether there was any (a write cut by a kill)."""
+
+    def __init__(self, handle: BinaryIO, limit: int) -> None:
+        self.handle = handle
+        self.limit = limit
+        self.torn = False
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        partial = b""
+        too_long = False
+        while chunk := self.handle.read(_CHUNK):
+            pieces = chunk.split(b"\n")
+            for piece in pieces[:-1]:
+                too_long = too_long or len(partial) + len(piece) > self.limit
+                yield None if too_long else partial + piece
+                partial, too_long = b"", False
+            too_long = too_long or len(partial) + len(pieces[-1]) > self.limit
+            partial = b"" if too_long else partial + pieces[-1]
+        self.torn = too_long or bool(partial)
+
+
+def _replay(
+    event: list[Any],
+    host_ref: dict[str, float],
+    ip_ref: dict[str, float],
+    host_open: dict[str, bool],
+    ip_open: dict[str, int],
+) -> None:
+    """Apply one event to the state :meth:`StartLog.load` builds (types checked by _parse)."""
+    kind, host, ip = event[0], event[1], event[2]
+    if kind == "s":
+        host_open[host] = True
+        ip_open[ip] = ip_open.get(ip, 0) + 1
+        return
+    if kind == "r":
+        ip_open[ip] = ip_open.get(ip, 0) + 1
+        return
+    h_ref, i_ref = event[3], event[4]
+    if host is not None:
+        if kind == "e":  # a hop ("h") neither opens nor closes a request
+            host_open[host] = False
+        if h_ref is not None:
+            host_ref[host] = max(h_ref, host_ref.get(host, h_ref))
+    if ip is not None:
+        if kind == "e":
+            ip_open[ip] = max(0, ip_open.get(ip, 0) - 1)
+        if i_ref is not None:
+            ip_ref[ip] = max(i_ref, ip_ref.get(ip, i_ref))
+
+
+def _parse(line: bytes) -> list[Any] | None:
     """One event, or None when the line is not one this module writes."""
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
         return None
     if not isinstance(event, list) or not event:
         return None
@@ -216,7 +307,7 @@ def _parse(line: bytes) -> list[object] | None:
         if len(event) == 3 and isinstance(event[1], str) and isinstance(event[2], str):
             return event
         return None
-    if kind == "e" and len(event) == 5:
+    if kind in ("e", "h") and len(event) == 5:
         names_ok = all(v is None or isinstance(v, str) for v in event[1:3])
         times_ok = all(
             v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v))
@@ -231,20 +322,24 @@ class PolitenessMemory:
     """The heaps' link to a :class:`StartLog`: recalls the last run's starts and logs this one's.
 
     The heaps count in the scheduler's clock (monotonic); the log in wall-clock time, which
-    is what two runs share. A recalled start is applied when its host or IP enters the
-    heaps again (:meth:`apply`), so the first request after a restart waits out the delay
-    of the last request before it; recalls whose delay has passed anyway are dropped.
+    is what two runs share. The two are converted with the offset between them at that
+    moment, not one taken at the start: the wall clock can step during a run (NTP, a
+    suspended machine, whose monotonic clock stands still), and a time logged with a
+    stale offset would look older than it is to the next run. A recalled start is
+    applied when its host or IP enters the heaps again (:meth:`apply`), so the first
+    request after a restart waits out the delay of the last request before it; recalls
+    whose delay has passed anyway are dropped.
     """
 
     def __init__(self, log: StartLog, polite: Politeness, clock: Callable[[], float]) -> None:
         self.log = log
         self.polite = polite
         self.clock = clock
-        self.offset = log.wall() - clock()  # wall = clock + offset
         recalled = log.load()
         self.loaded = recalled
-        self.hosts = {name: t - self.offset for name, t in recalled.hosts.items()}
-        self.ips = {ip: t - self.offset for ip, t in recalled.ips.items()}
+        offset = self._offset()
+        self.hosts = {name: t - offset for name, t in recalled.hosts.items()}
+        self.ips = {ip: t - offset for ip, t in recalled.ips.items()}
         self.applied = 0
         self.rewrite()
 
@@ -263,6 +358,12 @@ class PolitenessMemory:
     def started(self, host: Host, *, robots: bool) -> None:
         self.log.started(host.name, host.ip, robots=robots)
 
+    def hopped(self, host: Host) -> None:
+        """A robots.txt redirect hop to ``host`` was booked (:meth:`Politeness.reserve`):
+        the host's pages and its IP count from that start, after a kill too."""
+        self.log.hopped(host.name, host.ip, self._wall(host.hop_start),
+                        self._wall(self.polite.ips[host.ip].last_start))  # fmt: skip
+
     def ended(self, host: Host) -> None:
         address = self.polite.ips.get(host.ip)
         self.log.ended(host.name, host.ip, self._wall(host.last_start),
@@ -278,10 +379,12 @@ class PolitenessMemory:
             self.rewrite()
 
     def rewrite(self) -> None:
+        offset = self._offset()
         ips = [(ip, self._wall(a.last_start)) for ip, a in self.polite.ips.items()]
-        ips += [(ip, t + self.offset) for ip, t in self.ips.items() if ip not in self.polite.ips]
-        hosts = [(h.name, h.ip, self._wall(h.last_start), h.in_flight) for h in self.polite.hosts.values()]
-        hosts += [(name, "", t + self.offset, False) for name, t in self.hosts.items()
+        ips += [(ip, t + offset) for ip, t in self.ips.items() if ip not in self.polite.ips]
+        hosts = [(h.name, h.ip, self._wall(max(h.last_start, h.hop_start)), h.in_flight)
+                 for h in self.polite.hosts.values()]  # fmt: skip
+        hosts += [(name, "", t + offset, False) for name, t in self.hosts.items()
                   if name not in self.polite.hosts]  # fmt: skip
         self.log.rewrite(hosts, ips)
 
@@ -302,5 +405,9 @@ class PolitenessMemory:
             "write_errors": self.log.write_errors,
         }
 
+    def _offset(self) -> float:
+        """wall = clock + offset, now."""
+        return self.log.wall() - self.clock()
+
     def _wall(self, start: float) -> float | None:
-        return None if start == float("-inf") else start + self.offset
+        return None if start == float("-inf") else start + self._offset()

@@ -220,3 +220,143 @@ def test_missing_or_damaged_log_of_a_resumed_frontier_is_a_warning_not_a_refusal
         scheduler = start_and_close()
     assert any("1 damaged lines skipped" in r.getMessage() for r in caplog.records)
     assert scheduler.memory is not None and scheduler.memory.loaded.hosts.keys() == {"a.test"}
+
+
+def fetched(polite: Politeness, memory: PolitenessMemory, names: list[str], now: float) -> None:
+    """Each host (one IP apiece) takes one request at ``now``, over at once, all logged."""
+    for i, name in enumerate(names):
+        memory.apply(polite.add_host(name, f"10.1.{i // 250}.{i % 250}", 8.0, 2.0))
+        polite.push(name, "page")
+    for _ in names:
+        got = polite.pop(now)
+        assert got is not None
+        memory.started(got[0], robots=False)
+        polite.finished(got[0], now)
+        memory.ended(got[0])
+
+
+def test_a_rewrite_larger_than_the_limit_is_not_repeated_at_every_tick(tmp_path: Path) -> None:
+    """With many hosts in the heaps a rewrite alone can pass ``max_bytes``: the next one
+    waits until as many bytes again were appended (amortised O(1) per event), instead of
+    rewriting every host at every tick."""
+    wall, mono = Clock(1000.0), Clock(50.0)
+    polite = Politeness(max_in_flight_per_ip=1)
+    log = StartLog(tmp_path / "p.log", horizon=30, max_bytes=4096, wall=wall)
+    memory = PolitenessMemory(log, polite, mono)
+    fetched(polite, memory, [f"h{i}.test" for i in range(300)], mono.now)
+    memory.tick()
+    rewritten = log.size
+    assert log.rewrites == 2 and rewritten > log.max_bytes  # at open, then past max_bytes
+    for _ in range(5):
+        memory.tick()
+    assert log.rewrites == 2
+    host = polite.hosts["h0.test"]
+    while log.size <= 2 * rewritten:  # appends: the next rewrite comes after as many bytes
+        memory.ended(host)
+    memory.tick()
+    assert log.rewrites == 3
+    memory.close()
+
+
+def test_brackets_nested_deep_are_a_damaged_line_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "p.log"
+    path.write_bytes(b"[" * 100_000 + b"\n" + json.dumps(["e", "a.test", None, 999.0, None]).encode() + b"\n")
+    recalled = StartLog(path, horizon=30, wall=Clock(1000.0)).load()
+    assert recalled.hosts == {"a.test": 999.0} and recalled.damaged_lines == 1
+
+
+def test_a_huge_damaged_line_is_skipped_in_bounded_ram(tmp_path: Path) -> None:
+    """A log is at most a few MiB; one of gigabytes (NUL bytes of a lost tail, a runaway
+    line) must not be read into RAM whole, nor cost the good lines after it."""
+    import tracemalloc
+
+    path = tmp_path / "p.log"
+    huge = 24 << 20
+    with open(path, "wb") as handle:
+        handle.write(b"\x00" * huge + b"\n")
+        handle.write(json.dumps(["e", "a.test", "10.0.0.1", 999.0, 999.0]).encode() + b"\n")
+        handle.write(b"x" * huge)  # and a huge torn tail
+    tracemalloc.start()
+    try:
+        recalled = StartLog(path, horizon=30, wall=Clock(1000.0)).load()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert recalled.hosts == {"a.test": 999.0} and recalled.ips == {"10.0.0.1": 999.0}
+    assert recalled.damaged_lines == 1 and recalled.torn_tail
+    assert peak < huge / 4
+
+
+def test_a_wall_clock_step_during_the_run_does_not_age_the_logged_starts(tmp_path: Path) -> None:
+    """The wall clock jumps forward mid-run (an NTP correction, a suspended machine whose
+    monotonic clock stood still); a request after the jump is logged at its wall time, so
+    a run restarted just after it still waits tau_h."""
+    wall, mono = Clock(1000.0), Clock(50.0)
+    polite, memory = run(tmp_path, wall, mono)
+    wall.now += 3600.0
+    fetched(polite, memory, ["a.test"], mono.now)
+    started_at = wall.now
+    memory.log.close()  # the kill
+    wall.now += 2.0
+    recalled = StartLog(tmp_path / "p.log", horizon=30, wall=wall).load()
+    assert recalled.hosts == {"a.test": pytest.approx(started_at)}
+
+
+def test_a_directory_in_place_of_the_log_costs_the_recall_not_the_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.scheduler.test_scheduler_lifecycle import opened as opened_scheduler
+
+    settings = {"JOBDIR": str(tmp_path / "job"), "IRL_HOSTS_DIR": str(tmp_path / "hosts")}
+    opened_scheduler(**settings).close("finished")
+    log = tmp_path / "job" / "irl" / "politeness.log"
+    log.unlink()
+    log.mkdir()
+    with caplog.at_level(logging.WARNING):
+        scheduler = opened_scheduler(**settings)
+    assert any("politeness.log cannot be read" in r.getMessage() for r in caplog.records)
+    assert scheduler.memory is not None
+    assert scheduler.memory.stats()["write_errors"] >= 1  # the rewrite at open failed
+    host = scheduler._add_host("a.test", "10.0.0.1", None)
+    scheduler.memory.started(host, robots=False)  # appends go nowhere, counted
+    scheduler.close("finished")
+    assert log.is_dir() and not (tmp_path / "job" / "irl" / "politeness.tmp").exists()
+
+
+def test_a_robots_redirect_hop_is_logged_when_booked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hop books a start on its host and IP in the heaps (Politeness.reserve) outside
+    _pop: a kill -9 right after it must still leave the booking in the log."""
+    import time
+
+    from twisted.internet import reactor
+
+    from tests.scheduler.test_scheduler_lifecycle import opened as opened_scheduler
+
+    monkeypatch.setattr(reactor, "callLater", lambda *args, **kwargs: None)
+    scheduler = opened_scheduler(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"))
+    try:
+        scheduler._add_host("a.test", "10.0.0.1", None)
+        scheduler._robots_hop_gate("https://a.test/robots.txt")
+        booked = time.time()
+        # killed here: read the log as the next start would
+        recalled = StartLog(tmp_path / "job" / "irl" / "politeness.log", horizon=60).load()
+    finally:
+        scheduler.close("finished")
+    assert recalled.hosts.keys() == {"a.test"} and recalled.ips.keys() == {"10.0.0.1"}
+    assert recalled.hosts["a.test"] == pytest.approx(booked, abs=1.0)
+    assert recalled.ips["10.0.0.1"] == pytest.approx(booked, abs=1.0)
+
+
+def test_a_hop_neither_opens_nor_closes_a_request(tmp_path: Path) -> None:
+    wall = Clock(1000.0)
+    log = opened(tmp_path / "p.log", wall)
+    log.started("a.test", "10.0.0.1")  # in flight at the kill
+    log.hopped("a.test", "10.0.0.1", 999.0, 999.0)
+    log.started("b.test", "10.0.0.2", robots=True)
+    log.hopped("c.test", "10.0.0.3", 1000.0, 1000.0)
+    log.close()
+    wall.now = 1003.0
+    recalled = StartLog(tmp_path / "p.log", horizon=30, wall=wall).load()
+    assert recalled.hosts == {"a.test": 1003.0, "c.test": 1000.0}
+    assert recalled.ips == {"10.0.0.1": 1003.0, "10.0.0.2": 1003.0, "10.0.0.3": 1000.0}
+    assert recalled.in_flight == 1 and recalled.damaged_lines == 0
