@@ -41,16 +41,26 @@ class Addon:
         settings.set("DOWNLOAD_DELAY", 0, priority="addon")
         settings.set("AUTOTHROTTLE_ENABLED", False, priority="addon")
         settings.set_in_component_priority_dict("EXTENSIONS", _load("scrapy_irl.progress.IrlProgress"), 0)
-        middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+        middlewares = _placed(settings, "DOWNLOADER_MIDDLEWARES")
         if STOCK_ROBOTS not in middlewares:  # the project did not place it itself
             settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(STOCK_ROBOTS), None)
         for path, priority in DOWNLOADER_MIDDLEWARES.items():
             if path not in middlewares:
                 settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(path), priority)
-        spider_middlewares = settings.getdict("SPIDER_MIDDLEWARES")
+        spider_middlewares = _placed(settings, "SPIDER_MIDDLEWARES")
         for path, priority in SPIDER_MIDDLEWARES.items():
             if path not in spider_middlewares:
                 settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", _load(path), priority)
+
+
+def _placed(settings: BaseSettings, name: str) -> set[str]:
+    """Import paths of the components a project placed itself in ``name``, whether it
+    keyed them by path or by class (``{CrawlDelayMiddleware: None}`` must switch ours
+    off as ``{"scrapy_irl...CrawlDelayMiddleware": None}`` does)."""
+    return {
+        key if isinstance(key, str) else f"{key.__module__}.{key.__qualname__}"
+        for key in settings.getdict(name)
+    }
 
 
 def _load(path: str) -> type:

@@ -43,3 +43,41 @@ def test_project_can_switch_the_link_source_middleware_off():
     path = "scrapy_irl.linksource.LinkSourceMiddleware"
     settings = build({"SPIDER_MIDDLEWARES": {path: None}})
     assert middlewares(settings, "SPIDER_MIDDLEWARES")[path] is None
+
+
+def enabled(settings: Settings, kind: str = "DOWNLOADER_MIDDLEWARES") -> list[str]:
+    """What Scrapy's middleware managers build: keys normalized to classes first."""
+    from scrapy.utils.conf import build_component_list
+
+    built = build_component_list(settings.get_component_priority_dict_with_base(kind))
+    return [k if isinstance(k, str) else f"{k.__module__}.{k.__qualname__}" for k in built]
+
+
+def test_project_choices_keyed_by_class_win():
+    """A project may key DOWNLOADER_MIDDLEWARES by class, as Scrapy allows: the add-on
+    used to look for the path only and override the project (switching back on what it
+    had switched off, switching off the stock robots middleware it had placed)."""
+    from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+
+    from scrapy_irl.linksource import LinkSourceMiddleware
+    from scrapy_irl.robots.crawl_delay import CrawlDelayMiddleware
+
+    settings = build({"DOWNLOADER_MIDDLEWARES": {CrawlDelayMiddleware: None, RobotsTxtMiddleware: 100},
+                      "SPIDER_MIDDLEWARES": {LinkSourceMiddleware: None}})  # fmt: skip
+    assert "scrapy_irl.robots.crawl_delay.CrawlDelayMiddleware" not in enabled(settings)
+    assert STOCK_ROBOTS in enabled(settings)
+    assert "scrapy_irl.linksource.LinkSourceMiddleware" not in enabled(settings, "SPIDER_MIDDLEWARES")
+
+
+def test_stock_robots_middleware_is_really_off_and_no_warning_says_otherwise():
+    """The scheduler warned on every add-on crawl with ROBOTSTXT_OBEY that Scrapy's
+    RobotsTxtMiddleware was enabled next to ours (and counted irl_sched/fighting_settings):
+    it read the middlewares without normalizing keys, so the add-on's class-keyed None
+    sat next to the base's path-keyed 100."""
+    from scrapy_irl.scheduler.scheduler import _stock_robots_enabled
+
+    settings = build({"ROBOTSTXT_OBEY": True})
+    assert STOCK_ROBOTS not in enabled(settings)
+    assert not _stock_robots_enabled(settings)
+    both = build({"ROBOTSTXT_OBEY": True, "DOWNLOADER_MIDDLEWARES": {STOCK_ROBOTS: 100}})
+    assert _stock_robots_enabled(both)

@@ -144,8 +144,13 @@ def _stock_robots_enabled(settings: Any) -> bool:
     (the add-on replaces it; listing it again runs both)."""
     from scrapy.utils.conf import build_component_list
 
+    # Keys normalized to classes as Scrapy's MiddlewareManager does: the add-on switches
+    # the stock middleware off with a class key, which a plain getwithbase would list
+    # next to the base's path key, still enabled (a false warning on every crawl).
     names = set()
-    for component in build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES")):
+    for component in build_component_list(
+        settings.get_component_priority_dict_with_base("DOWNLOADER_MIDDLEWARES")
+    ):
         names.add(component if isinstance(component, str) else (
             f"{component.__module__}.{component.__qualname__}"))  # fmt: skip
     return {
