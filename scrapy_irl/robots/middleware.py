@@ -211,15 +211,20 @@ class RobotsCacheMiddleware:
             cached.crawl_delay(self.user_agent(request)) if cached is not None else None
         )
 
-    async def robot_parser(self, request: Request) -> CachedRobots | None:
-        """Rules for the request's origin: from RAM, from LevelDB, or fetched once."""
+    async def robot_parser(
+        self, request: Request, *, fresh_for: float = 0.0
+    ) -> CachedRobots | None:
+        """Rules for the request's origin: from RAM, from LevelDB, or fetched once.
+
+        ``fresh_for``: a cached record expiring within this many seconds is fetched
+        again now (the IRL scheduler renews it before a request it hands out)."""
         origin = origin_of(urlparse_cached(request))
         if origin is None:
             self._inc("no_host")
             return None
         cached = self.cache.get(origin)
         if cached is not None:
-            if cached.record.is_fresh(self.clock()):
+            if cached.record.is_fresh(self.clock() + fresh_for):
                 return cached
             self._inc("cache/expired")
         waiters = self._fetching.get(origin)

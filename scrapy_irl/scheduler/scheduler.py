@@ -101,11 +101,14 @@ _DAMAGED_MESSAGE = (
 class Held:
     """A BEAST record in RAM, with the token that releases it from BEAST once finished."""
 
-    __slots__ = ("record", "token")
+    __slots__ = ("record", "robots_refetched", "token")
 
     def __init__(self, record: bytes, token: tuple[int, int, int]) -> None:
         self.record = record
         self.token = token
+        # Its origin's robots.txt was fetched again at its hand-out (it had expired while
+        # the record waited): not a second time, so a tiny IRL_ROBOTS_TTL cannot loop.
+        self.robots_refetched = False
 
 
 class Handout:
@@ -157,6 +160,13 @@ def _stock_robots_enabled(settings: Any) -> bool:
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware",
         "scrapy_irl.robots.middleware.RobotsCacheMiddleware",
     } <= names
+
+
+def _robots_margin(record: Any) -> float:
+    """How long before its expiry a robots.txt record is renewed at a hand-out: a tenth of
+    its life, at most 1 s (the request reaches RobotsCacheMiddleware a little after it is
+    handed out). A record fetched just now is always fresh enough: nothing loops."""
+    return min(1.0, max(0.0, record.expires_at - record.checked_at) / 10)
 
 
 def _host_key(hostname: str | None) -> str:
@@ -802,14 +812,19 @@ class IrlScheduler:
         cached = self.robots.cache.get(origin) if origin else None
         return cached.crawl_delay(self._default_ua()) if cached is not None else None
 
-    def _obey(self, cached: Any, item: Any, url: str, host: str) -> None:
+    def _obey(self, cached: Any, item: Any, url: str, host: str, *, front: bool = False) -> None:
+        """Queue ``item`` if the rules allow it; ``front``: it was due already (handed out
+        when its robots.txt turned out expired), so it goes first, unparked."""
         user_agent = (
             self.robots.user_agent(item)  # type: ignore[union-attr]
             if isinstance(item, Request)
             else self._default_ua()
         )
         if cached.allowed(url, user_agent) or self._allowed_anyway(cached, item, url):
-            self._push_or_park(host, item)
+            if front:
+                self.polite.push(host, item, front=True)
+            else:
+                self._push_or_park(host, item)
             return
         if cached.record.kind == RobotsKind.DISALLOW_ALL:
             if cached.record.failures <= self.robots_retries:
@@ -858,12 +873,18 @@ class IrlScheduler:
         assert self.robots is not None
         return self.robots.user_agent(Request("http://example.invalid/"))  # type: ignore[return-value]
 
-    def _fetch_robots(self, host: Host, marker: RobotsMarker) -> None:
-        """Fetch an origin's robots.txt (RobotsRequested); the host counts as busy meanwhile."""
+    def _fetch_robots(self, host: Host, marker: RobotsMarker, *, renew: bool = False) -> None:
+        """Fetch an origin's robots.txt (RobotsRequested); the host counts as busy meanwhile.
+
+        ``renew``: its record is about to expire (see :meth:`_stale_robots`); fetched even
+        though it is fresh for a moment more, or the middleware would fetch it right
+        after, outside the heaps."""
         assert self.robots is not None
         probe = Request(marker.origin + "/", meta={"dont_obey_robotstxt": False})
         self._robots_hosts[marker.origin + "/robots.txt"] = host
-        d = deferred_from_coro(self.robots.robot_parser(probe))
+        cached = self.robots.cache.get(marker.origin) if renew else None
+        fresh_for = _robots_margin(cached.record) if cached is not None else 0.0
+        d = deferred_from_coro(self.robots.robot_parser(probe, fresh_for=fresh_for))
         d.addBoth(self._robots_done, host, marker.origin)
 
     def _robots_hop_gate(self, url: str) -> Any:
@@ -903,7 +924,8 @@ class IrlScheduler:
         else:
             self._note_crawl_delay(host.name, origin, cached, fetched=True)
             for item in items:
-                self._obey(cached, item, _url_of(item), host.name)
+                self._obey(cached, item, _url_of(item), host.name,
+                           front=isinstance(item, Held) and item.robots_refetched)  # fmt: skip
         self._wake_engine()
 
     # -- hand-out --------------------------------------------------------------------------
@@ -942,10 +964,23 @@ class IrlScheduler:
             if got is None:
                 return None
             host, item = got
+            stale = None if isinstance(item, RobotsMarker) else self._stale_robots(item)
             if self.memory is not None:
-                self.memory.started(host, robots=isinstance(item, RobotsMarker))
+                self.memory.started(host, robots=isinstance(item, RobotsMarker) or stale is not None)
             if isinstance(item, RobotsMarker):
                 self._fetch_robots(host, item)
+                continue
+            if stale is not None:
+                # Its origin's robots.txt expired while it waited in the host queue: fetch
+                # it again here, in this host's turn, as RobotsRequested does. Handed out
+                # as is, RobotsCacheMiddleware would fetch robots.txt itself, outside the
+                # heaps, and the page would follow it at once (no tau_s, no tau_h).
+                self.counts["robots_expired_in_queue"] += 1
+                item.robots_refetched = True  # type: ignore[union-attr]
+                self._robots_wait.setdefault(stale, []).append(item)
+                self._waiting += 1
+                self._robots_fetching.add(stale)
+                self._fetch_robots(host, RobotsMarker(stale), renew=True)
                 continue
             if isinstance(item, Request):
                 request = item
@@ -966,6 +1001,21 @@ class IrlScheduler:
             request.meta["irl_host"] = host.name
             return request
         return None
+
+    def _stale_robots(self, item: Any) -> str | None:
+        """The origin of a queued item whose robots.txt is no longer fresh (or is about to
+        expire: the request reaches RobotsCacheMiddleware a little after its hand-out),
+        None when its rules are fresh or do not apply."""
+        if self.robots is None or not isinstance(item, Held) or item.robots_refetched:
+            return None
+        origin = origin_of(_url_parts(record_url(item.record)))
+        if origin is None or origin in self._robots_fetching:
+            return None
+        cached = self.robots.cache.get(origin)
+        if cached is None:  # its fetch was ignored (an offsite filter): nothing to renew
+            return None
+        record = cached.record
+        return None if record.is_fresh(self.robots.clock() + _robots_margin(record)) else origin
 
     def _would_idle(self, now: float) -> bool:
         """BEAST has nothing left to load while URLs wait in a partial DRUM batch.

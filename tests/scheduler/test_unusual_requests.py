@@ -161,3 +161,22 @@ def test_a_trailing_dot_names_the_same_host(tmp_path: Path) -> None:
     pages = site.pages()
     assert sorted(path for _, _, path in pages) == ["/p0", "/p1", "/p2", "/p3"]
     assert min(gaps(pages)) >= 0.45
+
+
+def test_robots_txt_expiring_while_urls_wait_is_fetched_in_the_hosts_turn(tmp_path: Path) -> None:
+    # A robots.txt record that expired while its host's URLs waited in RAM (a TTL shorter
+    # than the host's queue, or a long crawl) was fetched again by RobotsCacheMiddleware
+    # at the hand-out, outside the heaps: the page followed robots.txt at once (a tau_s
+    # and tau_h break per expiry; 250 tau_s breaks in 60 s of simweb at IRL_ROBOTS_TTL=20).
+    with serving(_Site("User-agent: *\nAllow: /\n")) as site:
+        requests = [{"url": f"{site.base_url}/p{n}", "dont_filter": True} for n in range(4)]
+        stats = crawl(requests, tmp_path, ROBOTSTXT_OBEY=True, IRL_ROBOTS_TTL=1.0,
+                      IRL_HOST_DELAY=1.5, IRL_HOST_DELAY_MIN=1.5, IRL_IP_DELAY=0.5,
+                      IRL_IP_DELAY_MIN=0.5)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert sorted(path for _, _, path in site.pages()) == ["/p0", "/p1", "/p2", "/p3"]
+    robots = [entry for entry in site.log if entry[2] == "/robots.txt"]
+    assert len(robots) >= 2  # fetched again once expired
+    assert min(gaps(site.log)) >= 0.45, site.log  # every request tau_s after the one before
+    assert min(gaps(site.pages())) >= 1.45
+    assert stats["irl_sched/robots_expired_in_queue"] >= 1
