@@ -51,6 +51,31 @@ def budget_policy(settings: Any) -> BudgetPolicy:
     )
 
 
+def check_settings(settings: Any) -> None:
+    """Refuse bad ``IRL_*`` values of the stores built at ``open()`` (and of the DNS
+    resolver) when the scheduler is created, naming the setting: found only by ``open()``,
+    they failed after the frontier directory had been locked and partly written, with a
+    message naming no setting (``buckets must be a power of two``)."""
+    initial = config.getint(settings, "IRL_BEAST_QUEUES")
+    most = config.getint(settings, "IRL_BEAST_MAX_QUEUES")
+    if not 2 <= initial <= most:
+        raise ValueError(
+            f"need 2 <= IRL_BEAST_QUEUES <= IRL_BEAST_MAX_QUEUES, got {initial}, {most}"
+        )
+    buckets = config.getint(settings, "IRL_URLSEEN_BUCKETS")
+    if buckets < 1 or buckets & (buckets - 1) or buckets > 4096:
+        raise ValueError(f"IRL_URLSEEN_BUCKETS must be a power of two in 1..4096, got {buckets}")
+    for name in ("IRL_URLSEEN_BUFFER_BYTES", "IRL_FRONTIER_URLSEEN_BUCKET_BYTES",
+                 "IRL_URLSEEN_MERGE_CHUNK_BYTES"):  # fmt: skip
+        config.getint(settings, name, minimum=1)
+    config.getint(settings, "IRL_STAR_CACHE_ENTRIES", minimum=0)
+    for name in ("IRL_DNS_TTL", "IRL_DNS_NEGATIVE_TTL", "IRL_DNS_TIMEOUT", "IRL_DNS_RETRY_DELAY"):
+        config.getfloat(settings, name, above=0)
+    for name in ("IRL_DNS_CONCURRENCY", "IRL_DNS_MEMORY_ENTRIES"):
+        config.getint(settings, name, minimum=1)
+    config.getint(settings, "IRL_DNS_RETRIES", minimum=0)
+
+
 def build_star_and_beast(
     path: Path, settings: Any, *, fsync: bool
 ) -> tuple[Star, Beast]:

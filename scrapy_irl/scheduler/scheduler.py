@@ -58,7 +58,7 @@ from scrapy_irl.scheduler.layout import (
     check_no_stock_queue,
     mark_frontier,
 )
-from scrapy_irl.scheduler.pipeline import budget_policy
+from scrapy_irl.scheduler.pipeline import budget_policy, check_settings
 from scrapy_irl.scheduler.politeness import Host, Politeness
 from scrapy_irl.scheduler.start_log import FILENAME as START_LOG
 from scrapy_irl.scheduler.start_log import PolitenessMemory, StartLog
@@ -236,6 +236,7 @@ class IrlScheduler:
         except ValueError as exc:
             raise ValueError(f"IRL_IP_MAX_IN_FLIGHT / IRL_IP_SHARE: {exc}") from None
         budget_policy(settings)  # a bad IRL_BUDGET_* is refused here, before any directory
+        check_settings(settings)  # likewise IRL_BEAST_*, IRL_URLSEEN_*, IRL_DNS_*
         self.memory: PolitenessMemory | None = None  # last starts on disk (a JOBDIR only)
         self.spider: Spider | None = None
         self.codec = RequestCodec(None)

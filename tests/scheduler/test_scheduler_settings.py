@@ -34,6 +34,16 @@ from scrapy_irl.scheduler import IrlScheduler
         # read only at close before 2026-11-25: the whole crawl ran, then the close failed
         ("IRL_REPORT_TOP_PLDS", "abc", "invalid IRL_REPORT_TOP_PLDS='abc'"),
         ("IRL_REPORT_TOP_PLDS", -1, "IRL_REPORT_TOP_PLDS must be >= 0"),
+        # refused only by open() before 2026-11-25, the frontier directory locked and
+        # partly written, some with a message naming no setting
+        ("IRL_BEAST_QUEUES", 1, "need 2 <= IRL_BEAST_QUEUES <= IRL_BEAST_MAX_QUEUES"),
+        ("IRL_BEAST_MAX_QUEUES", 1, "need 2 <= IRL_BEAST_QUEUES <= IRL_BEAST_MAX_QUEUES"),
+        ("IRL_URLSEEN_BUCKETS", 3, "IRL_URLSEEN_BUCKETS must be a power of two"),
+        ("IRL_FRONTIER_URLSEEN_BUCKET_BYTES", 0, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES must be >= 1"),
+        ("IRL_URLSEEN_MERGE_CHUNK_BYTES", 0, "IRL_URLSEEN_MERGE_CHUNK_BYTES must be >= 1"),
+        ("IRL_STAR_CACHE_ENTRIES", -1, "IRL_STAR_CACHE_ENTRIES must be >= 0"),
+        ("IRL_DNS_TTL", 0, "IRL_DNS_TTL must be > 0"),
+        ("IRL_DNS_CONCURRENCY", 0, "IRL_DNS_CONCURRENCY must be >= 1"),
     ],
 )
 def test_bad_setting_is_refused_and_leaves_no_directory(
