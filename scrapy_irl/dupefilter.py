@@ -29,7 +29,7 @@ from twisted.internet import task
 
 from scrapy_irl import config
 from scrapy_irl.drum.store import MAX_BUCKETS
-from scrapy_irl.fingerprint import fingerprint_function_for
+from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.urlseen import URLSeen, key_of, unpack_key
 
 _key_of = unpack_key
@@ -64,6 +64,7 @@ class DrumDupeFilter(BaseDupeFilter):
         fsync: bool = True,
         verify_on_open: bool = True,
         fingerprint: Callable[[Request], bytes] | None = None,
+        key: Callable[[bytes], int] | None = None,
     ) -> None:
         self.path = path
         self.temporary = temporary
@@ -87,6 +88,10 @@ class DrumDupeFilter(BaseDupeFilter):
         # fingerprint: the caller's choice of function (scrapy_irl.fingerprint's shortcut
         # when from_crawler finds it identical); by default the fingerprinter's own.
         self._fingerprint = fingerprint or fingerprinter.fingerprint
+        # How a fingerprint becomes its DRUM key (scrapy_irl.fingerprint.key_function); None
+        # for its first 8 bytes, read by the struct shortcut in request_seen.
+        key = key if key is not None else key_function(fingerprinter)
+        self._key = None if key is key_of else key
         self._check_update = self._drum.check_update_sync
         self._timer: task.LoopingCall | None = None
         if len(self.urlseen) or self.urlseen.pending:
@@ -113,6 +118,7 @@ class DrumDupeFilter(BaseDupeFilter):
             temporary=temporary,
             fingerprinter=crawler.request_fingerprinter,
             fingerprint=fingerprint_function_for(crawler),
+            key=key_function(crawler.request_fingerprinter),
             stats=crawler.stats,
             debug=settings.getbool("DUPEFILTER_DEBUG"),
             buckets=config.getpowerof2(settings, "IRL_URLSEEN_BUCKETS", maximum=MAX_BUCKETS),
@@ -128,6 +134,8 @@ class DrumDupeFilter(BaseDupeFilter):
         # The DRUM key is the fingerprint's first 8 bytes, big-endian (urlseen.key_of);
         # a precompiled struct reads it without slicing a copy first.
         fingerprint = self._fingerprint(request)
+        if self._key is not None:
+            return self._check_update(self._key(fingerprint))
         try:
             key = _key_of(fingerprint)[0]
         except struct.error:

@@ -150,3 +150,16 @@ def fingerprint_function_for(crawler: Crawler) -> Callable[[Request], bytes]:
         "HTTPCACHE_ENABLED"
     )
     return fingerprint_function(crawler.request_fingerprinter, fast=fast)
+
+
+def key_function(fingerprinter: object) -> Callable[[bytes], int]:
+    """How URLseen turns this fingerprinter's fingerprints into 8-byte DRUM keys.
+
+    Scrapy's stock fingerprint is a SHA-1 digest, whose first 8 bytes are as good a key
+    as any (the thesis' H = 8). Nothing says a project's own fingerprinter is uniform (a
+    URL, a database id, a common prefix, fewer than 8 bytes), so its fingerprints are
+    hashed first (:func:`scrapy_irl.urlseen.hashed_key_of`).
+    """
+    from scrapy_irl.urlseen import hashed_key_of, key_of
+
+    return key_of if is_stock_fingerprinter(fingerprinter) else hashed_key_of

@@ -1,7 +1,8 @@
 """URLseen (IRLbot Fig. 2): the set of every URL hash the crawl has met, kept in DRUM.
 
-Keys are the first 8 bytes of a request fingerprint (H = 8 in the thesis); the value is
-empty. Two ways in: :meth:`URLSeen.seen` answers at once (Scrapy's synchronous dupefilter
+Keys are the first 8 bytes of a request fingerprint (H = 8 in the thesis), or of its
+BLAKE2b hash when the fingerprint's own bytes may not be uniform (:func:`hashed_key_of`);
+the value is empty. Two ways in: :meth:`URLSeen.seen` answers at once (Scrapy's synchronous dupefilter
 contract), :meth:`URLSeen.submit` queues a ``check+update`` with the serialized request as
 aux and reports the unique ones after the next merge (the batch path of the IRL
 scheduler). No Scrapy imports here.
@@ -9,6 +10,7 @@ scheduler). No Scrapy imports here.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from collections.abc import Callable, Sequence
@@ -31,6 +33,16 @@ def key_of(fingerprint: bytes) -> int:
     if len(fingerprint) < 8:
         raise ValueError(f"fingerprint must have at least 8 bytes, got {len(fingerprint)}")
     return unpack_key(fingerprint)[0]  # type: ignore[no-any-return]
+
+
+def hashed_key_of(fingerprint: bytes) -> int:
+    """The DRUM key of a fingerprint whose bytes may not be uniform: 8 bytes of its BLAKE2b.
+
+    A fingerprint that is the URL itself, or starts with a constant, would give every
+    request the same first 8 bytes (all but one dropped as duplicates), and one shorter
+    than 8 bytes has no key at all; hashed, both spread like a SHA-1 digest's prefix.
+    """
+    return unpack_key(hashlib.blake2b(fingerprint, digest_size=8).digest())[0]  # type: ignore[no-any-return]
 
 
 class URLSeen:

@@ -36,6 +36,36 @@ def test_filters_duplicates_by_fingerprint():
         df.close("finished")
 
 
+class UrlFingerprinter:
+    """A project's own fingerprinter: the URL itself (every fingerprint starts ``http://``)."""
+
+    def fingerprint(self, request: Request) -> bytes:
+        return request.url.encode()
+
+
+class ShortFingerprinter:
+    """A 4-byte fingerprint (CRC-32 of the URL): shorter than a DRUM key."""
+
+    def fingerprint(self, request: Request) -> bytes:
+        import zlib
+
+        return zlib.crc32(request.url.encode()).to_bytes(4, "big")
+
+
+@pytest.mark.parametrize("fingerprinter", [UrlFingerprinter, ShortFingerprinter])
+def test_a_projects_own_fingerprints_are_hashed_into_keys(fingerprinter: type) -> None:
+    """Keyed by their first 8 bytes, URL fingerprints all collided (every URL after the
+    first was a duplicate) and 4-byte ones raised on every request."""
+    df = make_filter(REQUEST_FINGERPRINTER_CLASS=fingerprinter)
+    try:
+        urls = [f"http://site.example/page{i}" for i in range(50)]
+        assert [df.request_seen(Request(u)) for u in urls] == [False] * 50
+        assert [df.request_seen(Request(u)) for u in urls] == [True] * 50
+        assert df.request_fingerprint(Request(urls[0])) == fingerprinter().fingerprint(Request(urls[0])).hex()
+    finally:
+        df.close("finished")
+
+
 def test_request_fingerprint_matches_the_stock_filter():
     from scrapy.dupefilters import RFPDupeFilter
 

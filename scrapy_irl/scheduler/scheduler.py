@@ -36,7 +36,7 @@ from scrapy_irl import config
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.drum import CHECK
 from scrapy_irl.exceptions import DrumError, FrontierCorruptionError
-from scrapy_irl.fingerprint import fingerprint_function_for
+from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import hosts_dir
 from scrapy_irl.hosts.records import RobotsKind
@@ -65,7 +65,6 @@ from scrapy_irl.scheduler.start_log import PolitenessMemory, StartLog
 from scrapy_irl.scheduler.traps import PathTrapRule
 from scrapy_irl.scheduler.urlnorm import SessionStripper
 from scrapy_irl.scheduler.waker import EngineWaker
-from scrapy_irl.urlseen import key_of
 
 if TYPE_CHECKING:
     from typing import Self
@@ -299,6 +298,7 @@ class IrlScheduler:
         from scrapy_irl.scheduler.pipeline import build_star_and_beast, build_urlseen
 
         self._fingerprint = fingerprint_function_for(self.crawler)
+        self._key = key_function(self.crawler.request_fingerprinter)
 
         self.spider = spider
         self.codec = RequestCodec(spider)
@@ -540,16 +540,16 @@ class IrlScheduler:
         try:
             record = pack_record(request.url, self.codec.encode(request))
         except ValueError:
-            self._enqueue_in_ram(request, host, key_of(fingerprint))
+            self._enqueue_in_ram(request, host, self._key(fingerprint))
             return True
         if request.dont_filter:
             # Not filtered, but remembered: a later ordinary link to it is a duplicate.
             # Outside the budgets, yet on disk like the rest (start URLs can be millions,
             # and a retry must survive a kill -9): BEAST's front queue, read first.
-            self.urlseen.update(key_of(fingerprint))
+            self.urlseen.update(self._key(fingerprint))
             self.beast.push_front(record)
             return True
-        self.urlseen.check_update(key_of(fingerprint), None, record)
+        self.urlseen.check_update(self._key(fingerprint), None, record)
         return True
 
     def _record_link(self, source: str | bytes, host: str) -> None:

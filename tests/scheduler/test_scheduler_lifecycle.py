@@ -247,3 +247,19 @@ def test_settings_that_fight_the_heaps_are_named_in_one_warning(
     caplog.clear()
     opened(JOBDIR=str(tmp_path / "other"), ROBOTSTXT_OBEY=True).close("finished")
     assert not [r for r in caplog.records if "enforces politeness" in r.getMessage()]
+
+
+def test_a_projects_own_fingerprints_do_not_collide_in_urlseen(tmp_path: Path):
+    """A fingerprinter returning the URL: every fingerprint starts ``http://h``, so keyed
+    by its first 8 bytes every URL after the first was dropped as a duplicate."""
+    from tests.test_dupefilter import UrlFingerprinter
+
+    sched = opened(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
+                   REQUEST_FINGERPRINTER_CLASS=UrlFingerprinter)  # fmt: skip
+    try:
+        fill(sched, 40)
+        assert len(sched.beast) == 40
+        fill(sched, 40)  # the same 40 again: all duplicates
+        assert len(sched.beast) == 40
+    finally:
+        sched.close("finished")
