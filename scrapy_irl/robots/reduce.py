@@ -176,14 +176,17 @@ def reduce_for_agent(text: str, user_agent: str) -> str:
     return "\n".join(out) + "\n"
 
 
-_CONTENT_LINE = re.compile(r"^[ \t]*[^#\s][^\n]*", re.MULTILINE)
-
-
 def estimated_bytes(reduced: str) -> int:
     """RAM charged for a parse of ``reduced`` (see BYTES_PER_RULE): an upper estimate
-    that counts every line that is not blank or a comment as a rule."""
+    that counts every line that is not blank or a comment as a rule.
+
+    Lines are split as Protego splits them (``str.splitlines``: CR-only and other line
+    ends too), so a file with old Mac line ends is not charged as one line."""
     total = OVERHEAD_BYTES
-    for line in _CONTENT_LINE.findall(reduced):
+    for line in reduced.splitlines():
+        content = line.strip()
+        if not content or content.startswith("#"):
+            continue
         pattern = "*" in line or "$" in line
         total += BYTES_PER_PATTERN_RULE if pattern else BYTES_PER_RULE
     return total
@@ -204,7 +207,7 @@ class AgentRules:
         self._parsed: OrderedDict[str, Protego] = OrderedDict()
         reduced = self._reduce(default_agent)
         self._parsed[default_agent] = Protego.parse(reduced)
-        self.kept_lines = reduced.count("\n")
+        self.kept_lines = len(reduced.splitlines())
         self.estimated_bytes = len(body) + estimated_bytes(reduced)
 
     def _reduce(self, agent: str) -> str:

@@ -127,3 +127,16 @@ def test_agent_rules_match_scrapys_protego_parser_and_bound_their_agents():
             agent if isinstance(agent, str) else agent.decode()
         )
     assert len(ours._parsed) == reduce.MAX_AGENTS
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r"])
+def test_the_memory_charge_counts_lines_as_protego_splits_them(line_end):
+    """Old Mac line ends (CR only) are lines to Protego (str.splitlines): a one-group file
+    of 2 000 wildcard rules parses to megabytes whatever its line ends, and must be
+    charged so (it was charged as one line, 60 times too little for IRL_ROBOTS_MEMORY_BYTES)."""
+    lines = ["User-agent: *"] + [f"Disallow: /p{i}/*.pdf$" for i in range(2_000)]
+    body = line_end.join(lines).encode()
+    ours = AgentRules(body, None, "Scrapy/2.19")
+    assert not ours.allowed("http://h/p7/a.pdf", "Scrapy/2.19")
+    assert ours.kept_lines == 1 + 2_000
+    assert ours.estimated_bytes == len(body) + reduce.OVERHEAD_BYTES + 2_001 * reduce.BYTES_PER_PATTERN_RULE
