@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 from scrapy.robotstxt import ProtegoRobotParser
@@ -55,6 +55,9 @@ _BY_CRAWLER: weakref.WeakValueDictionary[int, RobotsCacheMiddleware] = (
 )
 
 STAT_PREFIX = "irl_robots"
+#: Meta key of our robots.txt requests: the body bytes read before the download is stopped.
+MAX_BYTES_META = "irl_robots_max_bytes"
+_RECEIVED_META = "_irl_robots_bytes_received"
 
 
 def robots_for(crawler: Crawler) -> RobotsCacheMiddleware | None:
@@ -126,6 +129,7 @@ class RobotsCacheMiddleware:
         self._closed = False
         _BY_CRAWLER[id(crawler)] = self
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -152,6 +156,21 @@ class RobotsCacheMiddleware:
             self.stats.set_value("irl_hosts/store_write_errors", self.store.write_errors)
         _BY_CRAWLER.pop(id(self.crawler), None)
         self.store.release()
+
+    def _bytes_received(
+        self, data: bytes, request: Request, spider: Spider | None = None
+    ) -> None:
+        """Stop reading a robots.txt once more than IRL_ROBOTS_MAX_BYTES arrived: the rest
+        would be cut off anyway (RFC 9309 section 2.5), and a file that never ends would
+        otherwise run into DOWNLOAD_TIMEOUT (unreachable: the whole site disallowed) or
+        fill RAM up to DOWNLOAD_MAXSIZE. The response keeps what arrived."""
+        limit = request.meta.get(MAX_BYTES_META)
+        if limit is None:
+            return
+        received = request.meta.get(_RECEIVED_META, 0) + len(data)
+        request.meta[_RECEIVED_META] = received
+        if received > limit:
+            raise StopDownload(fail=False)
 
     # -- the middleware --------------------------------------------------------------------
     async def process_request(
@@ -313,6 +332,7 @@ class RobotsCacheMiddleware:
                 "dont_redirect": True,  # followed in _fetch, with RFC 9309's limit of 5
                 "dont_retry": True,  # failures back off through the cache instead
                 "handle_httpstatus_all": True,
+                MAX_BYTES_META: self.policy.max_bytes,  # see _bytes_received
             },
             callback=NO_CALLBACK,
         )
