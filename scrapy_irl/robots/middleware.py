@@ -58,6 +58,8 @@ STAT_PREFIX = "irl_robots"
 #: Meta key of our robots.txt requests: the body bytes read before the download is stopped.
 MAX_BYTES_META = "irl_robots_max_bytes"
 _RECEIVED_META = "_irl_robots_bytes_received"
+#: Status stored for a robots.txt the server sent but a middleware refused (see _fetch).
+UNREADABLE = 399
 
 
 def robots_for(crawler: Crawler) -> RobotsCacheMiddleware | None:
@@ -282,6 +284,18 @@ class RobotsCacheMiddleware:
             try:
                 response = await self.crawler.engine.download_async(robots_request)
             except IgnoreRequest:
+                if robots_request.meta.get(_RECEIVED_META):
+                    # The server answered and a middleware refused the response:
+                    # HttpCompressionMiddleware past DOWNLOAD_MAXSIZE once decompressed
+                    # (a gzip bomb). Unreadable, so unavailable: allow all for the TTL.
+                    # Storing nothing fetched it again for every request to the origin.
+                    self._inc("response_dropped")
+                    return self.cache.put(
+                        origin,
+                        self.policy.on_response(
+                            UNREADABLE, b"", self.clock(), previous_record
+                        ),
+                    )
                 self._inc(
                     "fetch_ignored"
                 )  # e.g. an offsite filter: says nothing about the host

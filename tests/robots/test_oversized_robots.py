@@ -1,4 +1,4 @@
-"""A robots.txt that never ends is read up to IRL_ROBOTS_MAX_BYTES and obeyed, not waited out.
+"""Oversized robots.txt files: cut at IRL_ROBOTS_MAX_BYTES, or, when unreadable, fetched once.
 
 A real crawl (Scrapy's own scheduler, RobotsCacheMiddleware alone) of a loopback site whose
 robots.txt streams rules and then comment lines until the client hangs up. RFC 9309
@@ -9,6 +9,7 @@ DOWNLOAD_MAXSIZE first, on a fast stream).
 
 from __future__ import annotations
 
+import gzip
 import time
 from pathlib import Path
 
@@ -46,6 +47,24 @@ class _EndlessHandler(_Handler):
         self.close_connection = True
 
 
+class _GzipBombHandler(_Handler):
+    """robots.txt: rules, then 3 MB of comment lines, gzip-encoded (about 10 KB on the wire)."""
+
+    BODY = gzip.compress(RULES + b"#" * 3_000_000 + b"\n")
+
+    def do_GET(self) -> None:
+        if self.path != "/robots.txt":
+            super().do_GET()
+            return
+        self.server.hits[self.path] += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(self.BODY)))
+        self.end_headers()
+        self.wfile.write(self.BODY)
+
+
 class _EndlessServer(_Server):
     def __init__(self, size: int) -> None:
         super().__init__(size)
@@ -78,3 +97,28 @@ def test_an_endless_robots_txt_is_cut_at_max_bytes_and_obeyed(tmp_path: Path) ->
     assert stats.get("robotstxt/forbidden", 0) >= 1
     assert sent < 20 * 500 * 1024, sent  # stopped near 500 KiB (socket buffers aside)
     assert elapsed < 20, elapsed  # not DOWNLOAD_TIMEOUT
+
+
+@pytest.mark.slow
+def test_a_robots_txt_refused_once_decompressed_is_fetched_once(tmp_path: Path) -> None:
+    server = _Server(size=16)
+    server.RequestHandlerClass = _GzipBombHandler
+    with serving(server):
+        stats, log = crawl({
+            "start": [f"{server.base_url}/page/1"],
+            "settings": {
+                "ROBOTSTXT_OBEY": True, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                "DOWNLOADER_MIDDLEWARES": {
+                    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+                    "scrapy_irl.robots.middleware.RobotsCacheMiddleware": 100,
+                },
+                "DOWNLOAD_MAXSIZE": 1_000_000, "CONCURRENT_REQUESTS": 1,
+            },
+        }, timeout=90)  # fmt: skip
+    assert server.hits["/page/1"] == 1 and server.hits["/page/15"] == 1, log[-3000:]
+    # Unreadable: unavailable, allow all for IRL_ROBOTS_TTL; it was fetched again for
+    # every request of the origin (nothing was stored).
+    assert server.hits["/robots.txt"] == 1, server.hits
+    assert stats.get("robotstxt/request_count") == 1
+    assert stats.get("irl_robots/response_dropped") == 1
+    assert not stats.get("irl_robots/fetch_ignored")
