@@ -5,9 +5,9 @@ tested with made-up times. The rules (RFC 9309 section 2.3.1; IRLbot and Polybot
 robots.txt for a day):
 
 * 2xx: obey the first ``max_bytes`` of the body; ask again after ``ttl``.
-* 3xx after ``max_redirects`` redirects, or any 4xx: the file is *unavailable*: allow all,
-  ask again after ``ttl``.
-* 5xx, timeouts, DNS and network errors: the file is *unreachable*: disallow all, unless a
+* 3xx after ``max_redirects`` redirects, or a 4xx other than 429: the file is
+  *unavailable*: allow all, ask again after ``ttl``.
+* 5xx, 429, timeouts, DNS and network errors: the file is *unreachable*: disallow all, unless a
   copy fetched less than ``stale_ttl`` ago exists, which stays in force. Either way ask
   again after a back-off of ``retry_delay`` doubling per consecutive failure up to
   ``retry_max_delay``.
@@ -21,6 +21,7 @@ from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
 
 #: Status recorded for a fetch that produced no HTTP response (timeout, DNS, refused...).
 NO_RESPONSE = 0
+TOO_MANY_REQUESTS = 429
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,12 @@ class RobotsPolicy:
 
     @staticmethod
     def is_unreachable_status(status: int) -> bool:
-        """Statuses that mean "the server could not answer": 5xx and anything non-HTTP."""
-        return not 200 <= status < 500
+        """Statuses that mean "the server could not answer": 5xx, anything non-HTTP, and
+        429. RFC 9309 lists 4xx as "unavailable" (allow all), but 429 Too Many Requests is
+        the server asking for less load, not saying there are no rules: read as allow all
+        for a day, it would unleash the crawl on the one server that asked it to slow
+        down. Google's crawlers treat it as a server error too; so does this policy."""
+        return status == TOO_MANY_REQUESTS or not 200 <= status < 500
 
     def on_response(
         self, status: int, body: bytes, now: float, previous: RobotsRecord | None
@@ -72,7 +77,7 @@ class RobotsPolicy:
                 0,
                 body[: self.max_bytes],
             )
-        if 300 <= status < 500:
+        if 300 <= status < 500 and status != TOO_MANY_REQUESTS:
             return RobotsRecord(
                 RobotsKind.ALLOW_ALL, status, now, now, now + self.ttl, 0
             )

@@ -16,6 +16,7 @@ P = RobotsPolicy(ttl=100, max_bytes=10, retry_delay=5, retry_max_delay=60, stale
     ("status", "kind"),
     [(200, RobotsKind.RULES), (204, RobotsKind.RULES), (301, RobotsKind.ALLOW_ALL),
      (404, RobotsKind.ALLOW_ALL), (403, RobotsKind.ALLOW_ALL), (500, RobotsKind.DISALLOW_ALL),
+     (429, RobotsKind.DISALLOW_ALL),
      (503, RobotsKind.DISALLOW_ALL), (NO_RESPONSE, RobotsKind.DISALLOW_ALL), (999, RobotsKind.DISALLOW_ALL)],
 )
 def test_status_classes(status, kind):
