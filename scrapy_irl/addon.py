@@ -32,9 +32,13 @@ class Addon:
     """Turns on every scrapy-irl component built so far."""
 
     def update_settings(self, settings: BaseSettings) -> None:
-        settings.set(
-            "DUPEFILTER_CLASS", "scrapy_irl.dupefilter.DrumDupeFilter", priority="addon"
-        )
+        # Not over a command's choice either: ``scrapy shell`` sets BaseDupeFilter (at the
+        # "command" priority, below the add-on's) so that a page can be fetched again,
+        # and the IRL scheduler honours it (no filtering).
+        if not settings.getpriority("DUPEFILTER_CLASS"):
+            settings.set(
+                "DUPEFILTER_CLASS", "scrapy_irl.dupefilter.DrumDupeFilter", priority="addon"
+            )
         # The IRL scheduler is the only politeness authority: the downloader must not add
         # delays of its own (IrlScheduler.open warns when a project setting still does).
         settings.set("SCHEDULER", "scrapy_irl.scheduler.IrlScheduler", priority="addon")

@@ -81,3 +81,15 @@ def test_stock_robots_middleware_is_really_off_and_no_warning_says_otherwise():
     assert not _stock_robots_enabled(settings)
     both = build({"ROBOTSTXT_OBEY": True, "DOWNLOADER_MIDDLEWARES": {STOCK_ROBOTS: 100}})
     assert _stock_robots_enabled(both)
+
+
+def test_a_commands_dupefilter_is_kept():
+    """``scrapy shell`` sets BaseDupeFilter at the "command" priority, below the add-on's:
+    it used to be replaced by DrumDupeFilter, and the shell could not fetch a page twice."""
+    from scrapy_irl import Addon
+
+    settings = Settings()
+    settings.set("DUPEFILTER_CLASS", "scrapy.dupefilters.BaseDupeFilter", priority="command")
+    Addon().update_settings(settings)
+    assert settings["DUPEFILTER_CLASS"] == "scrapy.dupefilters.BaseDupeFilter"
+    assert build({})["DUPEFILTER_CLASS"] == "scrapy_irl.dupefilter.DrumDupeFilter"

@@ -13,10 +13,12 @@ so the crawl never stalls or closes while work exists.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import tempfile
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
@@ -161,11 +163,43 @@ def _stock_robots_enabled(settings: Any) -> bool:
     } <= names
 
 
+#: Scrapy settings only its own scheduler reads: request order (the IRL scheduler hands
+#: out in BEAST and politeness order) and the queues.
+_ORDER_SETTINGS = (
+    "SCHEDULER_PRIORITY_QUEUE", "SCHEDULER_DISK_QUEUE", "SCHEDULER_MEMORY_QUEUE",
+    "SCHEDULER_START_DISK_QUEUE", "SCHEDULER_START_MEMORY_QUEUE",
+)  # fmt: skip
+#: Dupefilters whose job URLseen does (the add-on's, Scrapy's default).
+_URLSEEN_LIKE = frozenset({"scrapy_irl.dupefilter.DrumDupeFilter", "scrapy.dupefilters.RFPDupeFilter"})
+_NO_FILTER = "scrapy.dupefilters.BaseDupeFilter"
+
+
+def _class_path(value: Any) -> str:
+    return value if isinstance(value, str) else f"{value.__module__}.{value.__qualname__}"
+
+
+def _ignored_settings(settings: Any) -> list[str]:
+    """Settings a project set that the IRL scheduler does not apply (it is not Scrapy's
+    scheduler: no priority queues, and URLseen instead of a DUPEFILTER_CLASS)."""
+    ignored = [name for name in _ORDER_SETTINGS if settings.getpriority(name)]
+    if settings.getint("DEPTH_PRIORITY"):
+        ignored.append(f"DEPTH_PRIORITY={settings.getint('DEPTH_PRIORITY')}")
+    dupefilter = _class_path(settings.get("DUPEFILTER_CLASS"))
+    if dupefilter not in _URLSEEN_LIKE | {_NO_FILTER}:
+        ignored.append(f"DUPEFILTER_CLASS={dupefilter}")
+    return ignored
+
+
 def _robots_margin(record: Any) -> float:
     """How long before its expiry a robots.txt record is renewed at a hand-out: a tenth of
     its life, at most 1 s (the request reaches RobotsCacheMiddleware a little after it is
     handed out). A record fetched just now is always fresh enough: nothing loops."""
     return min(1.0, max(0.0, record.expires_at - record.checked_at) / 10)
+
+
+def _digest(record: bytes) -> bytes:
+    """A record's key in the map of live requests (16 bytes, not the record itself)."""
+    return hashlib.blake2b(record, digest_size=16).digest()
 
 
 def _host_key(hostname: str | None) -> str:
@@ -223,6 +257,9 @@ class IrlScheduler:
         self.strip_session = SessionStripper(
             config.getlist(settings, "IRL_SESSION_PARAMS")
         )
+        # DUPEFILTER_CLASS = BaseDupeFilter (what ``scrapy shell`` sets, so that a page can
+        # be fetched again): nothing is filtered, every request goes as if dont_filter.
+        self.filtering = _class_path(settings.get("DUPEFILTER_CLASS")) != _NO_FILTER
         self.trap_rule = PathTrapRule(
             max_segments=config.getint(settings, "IRL_TRAP_MAX_PATH_SEGMENTS", minimum=0),
             max_repeats=config.getint(settings, "IRL_TRAP_MAX_SEGMENT_REPEATS"),
@@ -256,6 +293,9 @@ class IrlScheduler:
         ] = {}  # robots.txt URL being fetched -> its host
         # id(request) -> its hand-out, until the request is over
         self._handed: dict[int, Handout] = {}
+        # digest of a record -> the Request it was written from, while something else
+        # still holds that object: see _request_of.
+        self._live: weakref.WeakValueDictionary[bytes, Request] = weakref.WeakValueDictionary()
         self._last_idle_merge = float("-inf")
         self._tick: task.LoopingCall | None = None
         self._closed = False
@@ -341,6 +381,20 @@ class IrlScheduler:
             self._idle_loop = task.LoopingCall(self._sample_idle)
             self._idle_loop.start(self.idle_sample_interval, now=False)
         self._warn_about_fighting_settings(settings)
+        ignored = _ignored_settings(settings)
+        if ignored:
+            self.counts["ignored_settings"] = len(ignored)
+            logger.warning(
+                "The IRL scheduler does not apply these settings (it hands requests out in "
+                "BEAST and politeness order, not by priority, and filters duplicates with "
+                "its URLseen store; DUPEFILTER_CLASS = scrapy.dupefilters.BaseDupeFilter "
+                "turns filtering off): %(s)s", {"s": ", ".join(ignored)},
+                extra={"spider": self.spider},
+            )  # fmt: skip
+        if not self.filtering:
+            logger.info("IRL scheduler: DUPEFILTER_CLASS is BaseDupeFilter, so duplicate "
+                        "requests are not filtered (each goes as if dont_filter=True)",
+                        extra={"spider": self.spider})  # fmt: skip
         # Records parked by an earlier run waited for host queues that are gone now:
         # readable at once rather than after IRL_RAM_BACKLOG_SECONDS.
         self.beast.unpark()
@@ -536,13 +590,16 @@ class IrlScheduler:
             self._record_link(source, host)
         if request.dont_filter:
             self.counts["dont_filter"] += 1
+        elif not self.filtering:
+            self.counts["not_filtered"] += 1
         fingerprint = self._fingerprint(request)
         try:
             record = pack_record(request.url, self.codec.encode(request))
         except ValueError:
             self._enqueue_in_ram(request, host, self._key(fingerprint))
             return True
-        if request.dont_filter:
+        self._live[_digest(record)] = request
+        if request.dont_filter or not self.filtering:
             # Not filtered, but remembered: a later ordinary link to it is a duplicate.
             # Outside the budgets, yet on disk like the rest (start URLs can be millions,
             # and a retry must survive a kill -9): BEAST's front queue, read first.
@@ -551,6 +608,20 @@ class IrlScheduler:
             return True
         self.urlseen.check_update(self._key(fingerprint), None, record)
         return True
+
+    def _request_of(self, record: bytes) -> Request:
+        """The request a record was written from, if its caller still holds that object
+        (as Scrapy's memory queues hand out the very object enqueued); else rebuilt.
+
+        ``scrapy shell`` calls ``engine.crawl(request)`` and only then sets the callback
+        that delivers the response to the console, on that object: a rebuilt copy has no
+        such callback, so every shell fetch hung. Usually nothing holds a request once it
+        is enqueued, and its entry goes with it; each entry serves one hand-out.
+        """
+        request = self._live.pop(_digest(record), None) if self._live else None
+        if request is not None:
+            return request
+        return self.codec.decode(record_blob(record))
 
     def _record_link(self, source: str | bytes, host: str) -> None:
         """STAR's PLD edge from the page ``source`` to ``host``; a source that is not a
@@ -570,7 +641,7 @@ class IrlScheduler:
         scheduler, but is still filtered: URLseen checks its key like any other (the aux
         names the waiting request), and only a URL never seen before is routed."""
         self.stats.inc_value("scheduler/unserializable")
-        if request.dont_filter:
+        if request.dont_filter or not self.filtering:
             self.urlseen.update(key)
             self._route(request, host)
             self._note_ram_peak()
@@ -987,7 +1058,7 @@ class IrlScheduler:
                 request = item
             else:
                 try:
-                    request = self.codec.decode(record_blob(item.record))
+                    request = self._request_of(item.record)
                 except ValueError as exc:
                     self.counts["undecodable_dropped"] += 1
                     logger.error(

@@ -263,3 +263,40 @@ def test_a_projects_own_fingerprints_do_not_collide_in_urlseen(tmp_path: Path):
         assert len(sched.beast) == 40
     finally:
         sched.close("finished")
+
+
+def test_settings_the_scheduler_does_not_apply_are_named_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    """Request order and the project's own dupefilter are Scrapy's scheduler's settings;
+    the IRL scheduler ignored them without a word (a project asking for BFO order with
+    DEPTH_PRIORITY = 1 got BEAST order, a custom DUPEFILTER_CLASS was never built)."""
+    sched = opened(JOBDIR=str(tmp_path / "a"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
+                   DEPTH_PRIORITY=1, SCHEDULER_PRIORITY_QUEUE="scrapy.pqueues.ScrapyPriorityQueue",
+                   SCHEDULER_DISK_QUEUE="scrapy.squeues.PickleFifoDiskQueue",
+                   DUPEFILTER_CLASS="myproject.filters.MyDupeFilter")  # fmt: skip
+    sched.close("finished")
+    (message,) = [r.getMessage() for r in caplog.records if "does not apply" in r.getMessage()]
+    for name in ("DEPTH_PRIORITY=1", "SCHEDULER_PRIORITY_QUEUE", "SCHEDULER_DISK_QUEUE",
+                 "DUPEFILTER_CLASS=myproject.filters.MyDupeFilter"):  # fmt: skip
+        assert name in message
+    assert "SCHEDULER_MEMORY_QUEUE" not in message
+    caplog.clear()
+    for dupefilter in ("scrapy_irl.dupefilter.DrumDupeFilter", DrumDupeFilter,
+                       "scrapy.dupefilters.RFPDupeFilter"):  # fmt: skip
+        opened(JOBDIR=str(tmp_path / "b"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
+               DUPEFILTER_CLASS=dupefilter).close("finished")  # fmt: skip
+    assert not [r for r in caplog.records if "does not apply" in r.getMessage()]
+
+
+def test_base_dupefilter_turns_filtering_off(tmp_path: Path):
+    """What ``scrapy shell`` sets so a page can be fetched twice: every request is kept."""
+    sched = opened(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
+                   DUPEFILTER_CLASS="scrapy.dupefilters.BaseDupeFilter")  # fmt: skip
+    try:
+        fill(sched, 10)
+        fill(sched, 10)  # the same 10 again
+        assert len(sched.beast) == 20
+        assert sched.stats.get_value("dupefilter/filtered") is None
+    finally:
+        sched.close("finished")

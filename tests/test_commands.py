@@ -1,0 +1,82 @@
+"""Scrapy's command-line tools in a project that enables the add-on (found 2026-11-25 by
+running each of them on a loopback site)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.loopback_site import loopback_site
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SETTINGS = """
+BOT_NAME = "proj"
+SPIDER_MODULES = ["proj.spiders"]
+ADDONS = {"scrapy_irl.Addon": 0}
+ROBOTSTXT_OBEY = True
+TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
+IRL_HOST_DELAY = 0.0
+IRL_HOST_DELAY_MIN = 0.0
+IRL_IP_DELAY = 0.0
+IRL_IP_DELAY_MIN = 0.0
+IRL_POLITENESS_MARGIN = 0.0
+"""
+
+
+def project(tmp_path: Path, extra_settings: str = "") -> Path:
+    """A Scrapy project with the add-on; every process started in it asks no DNS server
+    (``tests/loopback_dns`` as its ``sitecustomize``)."""
+    root = tmp_path / "proj"
+    (root / "proj" / "spiders").mkdir(parents=True)
+    (root / "scrapy.cfg").write_text("[settings]\ndefault = proj.settings\n")
+    (root / "proj" / "__init__.py").write_text("")
+    (root / "proj" / "spiders" / "__init__.py").write_text("")
+    (root / "proj" / "settings.py").write_text(
+        SETTINGS + f"IRL_HOSTS_DIR = {str(tmp_path / 'hosts')!r}\n" + extra_settings
+    )
+    guard = tmp_path / "guard"
+    guard.mkdir()
+    shutil.copy(ROOT / "tests" / "loopback_dns.py", guard / "sitecustomize.py")
+    return root
+
+
+def scrapy(root: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    guard = root.parent / "guard"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(guard), str(root), str(ROOT)])}
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args],
+        cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def test_scrapy_shell_gets_its_response(tmp_path: Path) -> None:
+    """The shell hands the engine a request and then sets, on that object, the callback
+    that brings the response back to the console. The IRL scheduler handed out a copy
+    rebuilt from disk: the response went to the default spider's ``parse``
+    (NotImplementedError) and the shell waited for ever."""
+    root = project(tmp_path)
+    with loopback_site(8) as site:
+        proc = scrapy(root, "shell", "-c", "(response.status, response.url)",
+                      f"{site.base_url}/page/1", timeout=45)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"(200, '{site.base_url}/page/1')" in proc.stdout
+    assert "NotImplementedError" not in proc.stderr
+
+
+def test_scrapy_shell_can_fetch_a_page_twice(tmp_path: Path) -> None:
+    """``scrapy shell`` sets DUPEFILTER_CLASS = BaseDupeFilter so that ``fetch(request)``
+    works for a page fetched before. The add-on replaced it (its priority is above a
+    command's) and URLseen dropped the second request: the shell waited for ever."""
+    root = project(tmp_path)
+    with loopback_site(8) as site:
+        page = f"{site.base_url}/page/2"
+        code = f"(fetch(scrapy.Request({page!r})), fetch(scrapy.Request({page!r})), response.url)"
+        proc = scrapy(root, "shell", "-c", code, f"{site.base_url}/page/1", timeout=45)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"(None, None, {page!r})" in proc.stdout
+    assert site.hits["/page/2"] == 2
