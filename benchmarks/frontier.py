@@ -146,7 +146,10 @@ def crawl(port: int, settings: dict[str, Any], urls: int, seconds: float, probe:
 
         def sample(self) -> None:
             stats = self.crawler.stats
-            enq = stats.get_value("scheduler/enqueued", 0)
+            # Every request offered: the IRL scheduler counts in scheduler/enqueued only
+            # those URLseen has accepted (as Scrapy's does after its dupefilter), and
+            # URLs still in a URLseen batch are in its frontier too.
+            enq = stats.get_value("irl_sched/offered", stats.get_value("scheduler/enqueued", 0))
             deq = stats.get_value("scheduler/dequeued", 0)
             line = {"t": round(time.monotonic() - self.started, 1), "rss": rss_bytes(),
                     "enqueued": enq, "dequeued": deq,

@@ -80,3 +80,23 @@ def test_scrapy_shell_can_fetch_a_page_twice(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"(None, None, {page!r})" in proc.stdout
     assert site.hits["/page/2"] == 2
+
+
+def test_scheduler_stats_keep_scrapys_meaning(tmp_path: Path) -> None:
+    """``scheduler/enqueued`` counted every request offered, duplicates included: a
+    finished crawl ended with 193 enqueued and 64 dequeued where Scrapy's scheduler
+    shows 64 and 64, as if 129 requests had been lost in the frontier."""
+    from tests.crawl_runner import crawl_in_subprocess
+
+    with loopback_site(64) as site:
+        stats, _ = crawl_in_subprocess({
+            "start": [f"{site.base_url}/page/1"],
+            "unfiltered": [f"{site.base_url}/page/1"],
+            "settings": {"ADDONS": {"scrapy_irl.Addon": 0}, "IRL_HOST_DELAY": 0.0,
+                         "IRL_HOST_DELAY_MIN": 0.0, "IRL_IP_DELAY": 0.0,
+                         "IRL_IP_DELAY_MIN": 0.0, "IRL_HOSTS_DIR": str(tmp_path / "hosts")},
+        })  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert stats["response_received_count"] == 65  # 64 pages, one of them twice
+    assert stats["scheduler/enqueued"] == stats["scheduler/dequeued"] == 65
+    assert stats["irl_sched/offered"] == 65 + stats["dupefilter/filtered"]

@@ -5,7 +5,7 @@ The four plots mirror IRLbot's evaluation (thesis ``004_*.txt`` chapter VIII, Fi
 * ``download_rate.png``: pages/s per sampling interval, from ``response_received_count``
   (Fig. 6);
 * ``uniqueness.png``: probability of uniqueness p, new unique URLs (``irl_sched/unique``)
-  over URLs enqueued (``scheduler/enqueued``) per interval, and cumulative (Fig. 7a);
+  over URLs offered to the scheduler (``irl_sched/offered``) per interval, and cumulative (Fig. 7a);
 * ``pld_pages.png``: pages admitted per PLD against its in-degree, log-log, from
   ``pld_table.json`` (Fig. 7b);
 * ``queues.png``: URLseen pending tuples, BEAST queued / Q_F, requests in RAM over time.
@@ -30,6 +30,9 @@ from scrapy_irl.report.sampler import PLD_FILE, STATS_FILE
 PAGES = "response_received_count"
 UNIQUE = "irl_sched/unique"
 ENQUEUED = "scheduler/enqueued"
+#: Requests offered to the scheduler, duplicates included (since 2026-11-25; before,
+#: ``scheduler/enqueued`` counted them, and data written then is read with it).
+OFFERED = "irl_sched/offered"
 QUEUE_KEYS = (
     "irl_sched/urlseen_pending",
     "irl_sched/beast/queued",
@@ -155,6 +158,11 @@ def total(samples: Samples, key: str) -> float:
     return sum(last.values())
 
 
+def offered_key(samples: Samples) -> str:
+    """The counter of requests offered to the scheduler in these samples."""
+    return OFFERED if samples.has(OFFERED) else ENQUEUED
+
+
 def download_rate(samples: Samples) -> tuple[list[float], list[float]]:
     ts, dts, ds = interval_diffs(samples, PAGES)
     return ts, [d / dt for d, dt in zip(ds, dts, strict=True)]
@@ -163,7 +171,7 @@ def download_rate(samples: Samples) -> tuple[list[float], list[float]]:
 def uniqueness(samples: Samples) -> tuple[list[float], list[float], list[float]]:
     """(t, p per interval, cumulative p) where the interval enqueued anything."""
     tu, _, du = interval_diffs(samples, UNIQUE)
-    te, _, de = interval_diffs(samples, ENQUEUED)
+    te, _, de = interval_diffs(samples, offered_key(samples))
     by_t = dict(zip(tu, du, strict=True))
     ts, p, cum = [], [], []
     su = se = 0.0
@@ -199,7 +207,7 @@ def summarize(samples: Samples, plds: Sequence[dict[str, Any]] = ()) -> Summary:
     pages = total(samples, PAGES)
     _, rates = download_rate(samples)
     _, p, _ = uniqueness(samples)
-    enq = total(samples, ENQUEUED)
+    enq = total(samples, offered_key(samples))
     return Summary(
         samples=len(samples),
         skipped_lines=samples.skipped,
@@ -242,7 +250,7 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
         ("mean pages/s", _fmt(s.mean_rate)),
         ("peak pages/s (one interval)", _fmt(s.peak_rate)),
         ("final p (last interval)", _fmt(s.final_p, 3)),
-        ("overall p (unique / enqueued)", _fmt(s.overall_p, 3)),
+        ("overall p (unique / offered)", _fmt(s.overall_p, 3)),
     ]
     for key in QUEUE_KEYS:
         rows.append((f"at end: {key}", _fmt(s.queues.get(key))))
@@ -327,12 +335,12 @@ def plot_uniqueness(samples: Samples, path: Path) -> None:
     fig, ax = _figure("Probability of uniqueness p (IRLbot Fig. 7a)")
     ts, p, cum = uniqueness(samples)
     if not ts:
-        _no_data(ax, f"needs {UNIQUE} and {ENQUEUED}")
+        _no_data(ax, f"needs {UNIQUE} and {OFFERED}")
     else:
         ax.plot(ts, p, "o", ms=3, color="tab:blue", alpha=0.6, label="per interval")
         ax.plot(ts, cum, "-", color="tab:orange", lw=1.5, label="cumulative")
         ax.set_xlabel("crawl time (s)")
-        ax.set_ylabel("p = new unique URLs / URLs enqueued")
+        ax.set_ylabel("p = new unique URLs / URLs offered")
         ax.set_ylim(0, max(1.05, max(p) * 1.05))
         ax.grid(alpha=0.3)
         ax.legend(loc="best")

@@ -549,7 +549,9 @@ class IrlScheduler:
 
     # -- enqueue ---------------------------------------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
-        self.stats.inc_value("scheduler/enqueued")
+        # Every request offered (links, duplicates included: the crawl report's p is
+        # unique over offered); scheduler/enqueued counts, as in Scrapy, only those kept.
+        self.stats.inc_value(f"{STAT}/offered")
         if self._storage_error:
             self.counts["refused_after_storage_error"] += 1  # the spider is closing
             return False
@@ -568,6 +570,7 @@ class IrlScheduler:
             # unchanged: what follows a data: URL's comma is content, not a query).
             self.counts["no_host"] += 1
             self._direct.append(request)
+            self.stats.inc_value("scheduler/enqueued")
             return True
         stripped = self.strip_session(request.url)
         if stripped is not None:
@@ -605,6 +608,7 @@ class IrlScheduler:
             # and a retry must survive a kill -9): BEAST's front queue, read first.
             self.urlseen.update(self._key(fingerprint))
             self.beast.push_front(record)
+            self.stats.inc_value("scheduler/enqueued")
             return True
         self.urlseen.check_update(self._key(fingerprint), None, record)
         return True
@@ -643,6 +647,7 @@ class IrlScheduler:
         self.stats.inc_value("scheduler/unserializable")
         if request.dont_filter or not self.filtering:
             self.urlseen.update(key)
+            self.stats.inc_value("scheduler/enqueued")
             self._route(request, host)
             self._note_ram_peak()
             return
@@ -673,10 +678,12 @@ class IrlScheduler:
             if record.startswith(_RAM_PREFIX):
                 waiting = self._take_ram_check(record)
                 if waiting is not None:
+                    self.stats.inc_value("scheduler/enqueued")
                     self._route(*waiting)  # in RAM, outside the budgets, as before
                     self._note_ram_peak()
                 continue
             host = _host_key(_url_parts(record_url(record)).hostname)
+            self.stats.inc_value("scheduler/enqueued")
             self.star.admit(record, host)  # STAR hands it to BEAST with (B_x, P_x)
         duplicates = int(np.count_nonzero(checked)) - unique
         if duplicates:

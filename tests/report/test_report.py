@@ -328,3 +328,18 @@ def test_command_accepts_a_jobdir_or_the_data_dir(
     assert (tmp_path / "o" / "index.html").is_file()
     assert command.main([str(tmp_path / "job"), "-o", str(tmp_path / "o2")]) == 0
     assert (tmp_path / "o2" / "queues.png").is_file()
+
+
+def test_p_is_unique_over_offered_when_the_data_has_it(tmp_path: Path) -> None:
+    """Since 2026-11-25 ``scheduler/enqueued`` counts only the requests the scheduler
+    kept, as Scrapy's does; p divides by every request offered (``irl_sched/offered``).
+    Data written before has only ``scheduler/enqueued``, which counted the same."""
+    lines = []
+    for i in range(3):
+        stats = {"irl_sched/offered": 100 * i, "scheduler/enqueued": 25 * i,
+                 "irl_sched/unique": 25 * i}  # fmt: skip
+        lines.append(json.dumps({"t": 5.0 * i, "time": 1e9 + 5 * i, "stats": stats}))
+    (tmp_path / "stats.jsonl").write_text("\n".join(lines) + "\n")
+    s = render.summarize(render.read_samples(tmp_path / "stats.jsonl"))
+    assert s.overall_p == pytest.approx(0.25)
+    assert s.final_p == pytest.approx(0.25)
