@@ -93,3 +93,16 @@ def test_a_commands_dupefilter_is_kept():
     Addon().update_settings(settings)
     assert settings["DUPEFILTER_CLASS"] == "scrapy.dupefilters.BaseDupeFilter"
     assert build({})["DUPEFILTER_CLASS"] == "scrapy_irl.dupefilter.DrumDupeFilter"
+
+
+def test_reactorless_mode_is_refused_by_name():
+    """Scrapy's TWISTED_REACTOR_ENABLED=False forbids importing the reactor, which every
+    scrapy-irl component runs on: the crawl died with an ImportError from the DNS
+    middleware ("Import of twisted.internet.reactor is forbidden")."""
+    import pytest
+
+    from scrapy_irl import Addon
+
+    settings = Settings({"TWISTED_REACTOR_ENABLED": False})
+    with pytest.raises(RuntimeError, match="TWISTED_REACTOR_ENABLED=False is not supported"):
+        Addon().update_settings(settings)
