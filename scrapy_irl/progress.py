@@ -70,6 +70,15 @@ class IrlProgress:
         interval = config.getfloat(settings, "IRL_PROGRESS_INTERVAL", minimum=0)
         if interval == 0:
             raise NotConfigured("IRL_PROGRESS_INTERVAL = 0: no progress lines")
+        if settings.getfloat("LOGSTATS_INTERVAL", 60.0) == 0 and settings.getpriority(
+            "IRL_PROGRESS_INTERVAL"
+        ) is None:
+            # Scrapy's own periodic line is off: what ``scrapy shell`` sets, so that its
+            # console is not written over (our bar was redrawn under the prompt every
+            # second, our line logged every 10 s). An IRL_PROGRESS_INTERVAL of the
+            # project's own still turns ours on. No message: Scrapy would log it as a
+            # warning, into the console it is meant to keep clean.
+            raise NotConfigured
         bar = config.getbool(settings, "IRL_PROGRESS_BAR") and sys.stderr.isatty()
         ext = cls(crawler, interval, bar)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)

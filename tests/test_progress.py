@@ -59,3 +59,12 @@ def test_disabled(settings):
 def test_a_bad_interval_is_an_error_naming_the_setting(value):
     with pytest.raises(ValueError, match="IRL_PROGRESS_INTERVAL"):
         IrlProgress.from_crawler(crawler(IRL_PROGRESS_INTERVAL=value))
+
+
+def test_off_when_scrapys_periodic_stats_are_off():
+    """``scrapy shell`` sets LOGSTATS_INTERVAL = 0 to keep its console clean; the progress
+    line was logged into it every 10 s and the bar redrawn under the prompt every second."""
+    with pytest.raises(NotConfigured):
+        IrlProgress.from_crawler(crawler(LOGSTATS_INTERVAL=0))
+    assert IrlProgress.from_crawler(crawler(LOGSTATS_INTERVAL=0, IRL_PROGRESS_INTERVAL=5))
+    assert IrlProgress.from_crawler(crawler())
