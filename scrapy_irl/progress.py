@@ -79,7 +79,10 @@ class IrlProgress:
             # project's own still turns ours on. No message: Scrapy would log it as a
             # warning, into the console it is meant to keep clean.
             raise NotConfigured
-        bar = config.getbool(settings, "IRL_PROGRESS_BAR") and sys.stderr.isatty()
+        # Not with LOG_ENABLED = False either: the commands that set it (``scrapy check``)
+        # write their own report to stderr, and the bar was drawn in the middle of it.
+        bar = (config.getbool(settings, "IRL_PROGRESS_BAR") and settings.getbool("LOG_ENABLED", True)
+               and sys.stderr.isatty())  # fmt: skip
         ext = cls(crawler, interval, bar)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)

@@ -68,3 +68,13 @@ def test_off_when_scrapys_periodic_stats_are_off():
         IrlProgress.from_crawler(crawler(LOGSTATS_INTERVAL=0))
     assert IrlProgress.from_crawler(crawler(LOGSTATS_INTERVAL=0, IRL_PROGRESS_INTERVAL=5))
     assert IrlProgress.from_crawler(crawler())
+
+
+def test_no_bar_when_scrapy_logs_nothing(monkeypatch):
+    """``scrapy check`` sets LOG_ENABLED = False and prints its results to stderr: in a
+    terminal the bar was drawn between its dots."""
+    import sys
+
+    monkeypatch.setattr(sys, "stderr", SimpleNamespace(isatty=lambda: True))
+    assert IrlProgress.from_crawler(crawler()).bar
+    assert not IrlProgress.from_crawler(crawler(LOG_ENABLED=False)).bar
