@@ -300,3 +300,37 @@ def test_base_dupefilter_turns_filtering_off(tmp_path: Path):
         assert sched.stats.get_value("dupefilter/filtered") is None
     finally:
         sched.close("finished")
+
+
+def test_forced_merges_are_spaced_by_their_own_cost_up_to_the_interval(tmp_path: Path):
+    """A forced merge (BEAST dry, URLs in a partial batch) waits 4 times the last one's
+    duration, at most IRL_IDLE_MERGE_INTERVAL: cheap merges follow each link level at once."""
+    sched = opened(IRL_HOSTS_DIR=str(tmp_path / "hosts"), IRL_IDLE_MERGE_INTERVAL=1.0)
+    now = [100.0]
+    sched.clock = lambda: now[0]
+    real_merge = sched.urlseen.merge
+    cost = [0.01]
+
+    def timed_merge() -> None:
+        real_merge()
+        now[0] += cost[0]
+
+    sched.urlseen.merge = timed_merge  # type: ignore[method-assign]
+    try:
+        sched.enqueue_request(Request("http://a.example/1"))
+        assert sched._would_idle(now[0])
+        sched._merge_for_idle()
+        sched.beast.pop()  # what the hand-out would do: BEAST is dry again
+        sched.enqueue_request(Request("http://a.example/2"))
+        last = now[0]
+        assert not sched._would_idle(last + 0.039)
+        assert sched._would_idle(last + 0.041)  # 4 x 0.01 s
+        cost[0] = 0.6
+        sched._merge_for_idle()
+        sched.beast.pop()
+        sched.enqueue_request(Request("http://a.example/3"))
+        last = now[0]
+        assert not sched._would_idle(last + 0.99)  # 4 x 0.6 s is past the 1 s cap
+        assert sched._would_idle(last + 1.01)
+    finally:
+        sched.close("finished")
