@@ -20,8 +20,9 @@ queue and the unparked ones still being read, and per queue
 the read position of its oldest entry still held in RAM by the caller plus the entries
 after it already finished (so a restart re-reads exactly what was not finished). Writes
 are buffered and made durable by :meth:`sync` (the scheduler calls it every
-``IRL_DRUM_FLUSH_INTERVAL``). A torn tail (kill -9 during a write) is cut on open; a bad
-checksum raises :class:`~scrapy_irl.exceptions.FrontierCorruptionError`.
+``IRL_DRUM_FLUSH_INTERVAL``). STATE records each queue's length: what follows it (frames
+written after the last save, a torn tail) is cut on open, since a Q_F re-read or a park
+after the save copies records whose originals STATE still owes; a bad checksum raises :class:`~scrapy_irl.exceptions.FrontierCorruptionError`.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class _Queue:
         self.size = 0  # entries written and not yet read
         self.unsynced = False  # written since the last fsync
         self.torn_bytes = 0
+        self.unsaved_bytes = 0  # whole frames after the saved length, cut on open
         self.length = 0  # bytes of whole frames in the file (what STATE records at a save)
         if self.path.exists():
             self._recover(durable_length)
@@ -96,7 +98,8 @@ class _Queue:
             self.path.touch()
 
     def _recover(self, durable_length: int | None) -> None:
-        """Count the entries left to read and cut a torn tail (RAM: one frame at a time).
+        """Count the entries left to read and cut what follows the saved length (a torn
+        tail, frames written after the last save; RAM: one frame at a time).
 
         Only what was written after the last STATE can be torn: whole frames shorter than
         the length STATE recorded mean the file was cut or damaged, which is refused.
@@ -113,17 +116,33 @@ class _Queue:
                 "or damaged after that (a kill only tears what follows); refusing to resume "
                 "without part of the frontier."
             )
-        self.length = scan.valid_length
-        if scan.torn_bytes:
+        frames = scan.frames
+        end = scan.valid_length
+        if durable_length is not None and end > durable_length:
+            # Whole frames written after the last save are not part of it: a Q_F re-read
+            # or a park after the save copies records whose originals STATE still owes
+            # (Q_F's cursor, the parked record's token), so reading them too hands those
+            # records out twice. Only the write-out window is lost (nothing acknowledged).
+            frames = [frame for frame in frames if frame.end <= durable_length]
+            if (frames[-1].end if frames else 0) != durable_length:
+                raise FrontierCorruptionError(
+                    f"{self.path}: STATE says {durable_length} bytes were written before "
+                    "it was saved, which is not a frame boundary of the file; refusing "
+                    "to guess where the saved queue ends."
+                )
+            self.unsaved_bytes = end - durable_length
+            end = durable_length
+        self.length = end
+        if end < scan.valid_length + scan.torn_bytes:
             self.torn_bytes = scan.torn_bytes
             with open(self.path, "r+b") as handle:
-                handle.truncate(scan.valid_length)
+                handle.truncate(end)
         start = 0
-        for frame in scan.frames:
+        for frame in frames:
             if start >= self.read_offset:
                 self.size += frame.count
             start = frame.end
-        if self.read_offset > scan.valid_length:
+        if self.read_offset > end:
             raise FrontierCorruptionError(
                 f"{self.path}: STATE points past the end of the queue"
             )
