@@ -215,10 +215,20 @@ class StartLog:
             raise
 
     def _reopen(self) -> None:
+        """Append to the old log again (its replacement failed). A kill may have torn its
+        last line: that line is ended first, or the next event would be glued to it and
+        lost with it."""
         try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
         except OSError:
             self._broken = True
+            return
+        try:
+            size = os.fstat(self._fd).st_size
+            if size and os.pread(self._fd, 1, size - 1) != b"\n":
+                self.size += os.write(self._fd, b"\n")
+        except OSError:
+            pass  # the next append fails the same way, and is counted
 
     def needs_rewrite(self) -> bool:
         """Past ``max_bytes`` and twice the last rewrite: amortised O(1) per appended event."""

@@ -360,3 +360,29 @@ def test_a_hop_neither_opens_nor_closes_a_request(tmp_path: Path) -> None:
     assert recalled.hosts == {"a.test": 1003.0, "c.test": 1000.0}
     assert recalled.ips == {"10.0.0.1": 1003.0, "10.0.0.2": 1003.0, "10.0.0.3": 1000.0}
     assert recalled.in_flight == 1 and recalled.damaged_lines == 0
+
+
+def test_a_failed_rewrite_after_a_torn_tail_does_not_glue_the_next_event_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill tore the last line; the rewrite at the next open failed (a full disk), so
+    events were appended to the old log: the first was glued to the torn line and lost
+    (a host in flight at a second kill was not recalled)."""
+    path = tmp_path / "p.log"
+    path.write_bytes(b'["e","a.test","10.0.0.1",999.0,999.0]\n["s","b.test","10.0')
+    wall = Clock(1000.0)
+    log = StartLog(path, horizon=30, wall=wall)
+    assert log.load().torn_tail
+
+    def full(self: StartLog, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(StartLog, "_replace", full)
+        log.rewrite([], [])
+    log._reopen()  # _replace reopens the old log when its rename did not happen
+    log.started("c.test", "10.0.0.2")
+    log.close()  # a second kill: c.test was in flight
+    recalled = StartLog(path, horizon=30, wall=wall).load()
+    assert recalled.hosts == {"a.test": 999.0, "c.test": 1000.0}
+    assert recalled.damaged_lines == 1  # the torn line, now ended
