@@ -38,7 +38,7 @@ def _check_marker(marker: Path) -> None:
     try:
         data = json.loads(marker.read_text(encoding="utf-8"))
         version = int(data["format"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:
         raise FrontierCorruptionError(
             f"{marker}: unreadable ({exc!r}); it should name this frontier's layout. "
             "Restore it, or delete the whole directory to start afresh."

@@ -75,7 +75,8 @@ def test_a_deleted_store_is_refused_not_recreated_empty(tmp_path: Path, store: s
 
 @pytest.mark.parametrize(
     ("marker", "message"),
-    [('{"format": 2, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable")],
+    [('{"format": 2, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable"),
+     ('{"format": 1e999}', "unreadable")],
 )
 def test_a_frontier_marker_of_a_newer_layout_or_garbage_is_refused(
     tmp_path: Path, marker: str, message: str
