@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,24 @@ FORMAT_VERSION = 1
 FORMAT_KEY = b"\x00format"
 ROBOTS_PREFIX = b"R"
 DNS_PREFIX = b"D"
+#: LevelDB's numbered data files: write-ahead logs and tables (``LOG`` is its text log).
+_DATA_FILE = re.compile(r"\d+\.(log|ldb|sst)")
 
+
+def _headless_data(path: Path) -> list[str]:
+    """LevelDB data files in ``path`` when its ``CURRENT`` file is missing, else [].
+
+    Without ``CURRENT``, ``create_if_missing`` makes a new, empty database there and
+    LevelDB then deletes the table files it does not list (replaying only the logs): the
+    store would come back silently emptied, or as "not a scrapy-irl host store".
+    """
+    if (path / "CURRENT").exists():
+        return []
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return []
+    return sorted(name for name in names if _DATA_FILE.fullmatch(name))
 
 
 def _open_failure(path: Path, exc: Exception) -> str:
@@ -60,6 +78,12 @@ class HostStore:
         self.sync = sync
         self.write_errors = 0  # puts that failed (full disk, I/O error); see _put
         self.path.mkdir(parents=True, exist_ok=True)
+        if orphans := _headless_data(self.path):
+            raise HostStoreError(
+                f"host store {self.path} is corrupt (its CURRENT file is missing but it "
+                f"holds LevelDB data: {', '.join(orphans[:5])}); move it away to start a "
+                "fresh cache (robots.txt and DNS data are refetched)"
+            )
         try:
             self._db: Any = plyvel.DB(
                 str(self.path),

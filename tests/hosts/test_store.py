@@ -169,6 +169,36 @@ def test_corrupt_table_file_is_reported(tmp_path):
                 assert store.get_robots(f"http://h{i}.test") == record(i)
 
 
+@pytest.mark.parametrize("compact", [True, False], ids=["tables", "log-only"])
+def test_a_missing_current_file_is_refused_not_emptied(tmp_path, compact):
+    # Without CURRENT, create_if_missing made a new database there: LevelDB deleted the
+    # table files it did not list, so the store came back empty (or, with records left in
+    # the log, as "not a scrapy-irl host store").
+    path = tmp_path / "h"
+    with HostStore(path) as store:
+        for i in range(50):
+            store.put_robots(f"http://h{i}.test", record(i))
+        if compact:
+            store._db.compact_range()
+    before = sorted(p.name for p in path.iterdir() if p.suffix in (".ldb", ".log"))
+    (path / "CURRENT").unlink()
+    with pytest.raises(HostStoreError, match=r"corrupt \(its CURRENT file is missing.*move it away"):
+        HostStore(path)
+    assert sorted(p.name for p in path.iterdir() if p.suffix in (".ldb", ".log")) == before
+
+
+def test_an_empty_directory_or_an_interrupted_creation_opens(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with HostStore(tmp_path / "empty") as store:
+        store.put_robots("http://a.test", record(1))
+    # A kill between LevelDB writing its first MANIFEST and CURRENT: nothing stored yet.
+    (tmp_path / "young").mkdir()
+    for name in ("LOCK", "LOG", "MANIFEST-000001"):
+        (tmp_path / "young" / name).write_bytes(b"")
+    with HostStore(tmp_path / "young") as store:
+        assert store.get_robots("http://a.test") is None
+
+
 def test_shared_handle_is_reference_counted(tmp_path):
     one = HostStore.open_shared(tmp_path / "h")
     two = HostStore.open_shared(str(tmp_path / "h"))
