@@ -241,7 +241,7 @@ def recover_open_files(directory: Path, prefix: str) -> list[RecoveredFile]:
     recovered = []
     # Exactly our names: prefix "a" must not claim the files of a writer with prefix "a-b".
     pattern = re.compile(
-        rf"{re.escape(prefix)}-\d{{20}}-\d{{5}}\.warc(\.gz)?{re.escape(OPEN_SUFFIX)}"
+        rf"{re.escape(prefix)}-\d{{20}}-\d{{5,}}\.warc(\.gz)?{re.escape(OPEN_SUFFIX)}"
     )
     for path in sorted(directory.iterdir()):
         if not pattern.fullmatch(path.name):

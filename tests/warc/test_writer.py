@@ -329,3 +329,20 @@ def test_recovery_at_every_cut_offset(tmp_path: Path, gzip: bool):
             assert recovered.bytes_cut == cut - kept
             recovered.final_path.unlink()
         assert not path.exists()
+
+
+def test_a_file_past_serial_99999_is_recovered(tmp_path: Path):
+    # ``{serial:05d}`` grows a sixth digit after 100000 files (a long crawl with small
+    # IRL_WARC_MAX_BYTES); recovery matched exactly five and left such a file .open forever.
+    writer = RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock)
+    writer.serial = 123456
+    response, request = pair(writer, "http://a.example/", b"x" * 100)
+    writer.write(response, request)
+    path = writer.current_path
+    assert path is not None and path.name.endswith("-123456.warc.gz.open")
+    writer._abandon()  # as if killed
+    writer.release()
+    again = RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock)
+    again.release()
+    assert [r.final_path for r in again.recovered] == [tmp_path / path.name[: -len(".open")]]
+    assert not list(tmp_path.glob("*.open"))
