@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapy.utils.misc import load_object
 
 from scrapy_irl import config
 from scrapy_irl import settings as defaults
@@ -39,46 +40,22 @@ def test_config_falls_back_to_defaults_and_rejects_unknown_names() -> None:
         config.get(Settings(), "IRL_NOT_A_SETTING")
 
 
-def _warc(crawler: Any) -> Any:
-    from scrapy_irl.warc.extension import WarcExtension
+def _from_crawler(path: str, *args: Any) -> Callable[[Any], Any]:
+    """A builder of the component at ``path``, as Scrapy builds it at start."""
 
-    return WarcExtension.from_crawler(crawler)
+    def build(crawler: Any) -> Any:
+        return load_object(path).from_crawler(crawler, *args)
 
-
-def _report(crawler: Any) -> Any:
-    from scrapy_irl.report.sampler import StatsSampler
-
-    return StatsSampler.from_crawler(crawler)
+    return build
 
 
-def _urlseen(crawler: Any) -> Any:
-    from scrapy_irl.dupefilter import DrumDupeFilter
-
-    return DrumDupeFilter.from_crawler(crawler)
-
-
-def _scheduler(crawler: Any) -> Any:
-    from scrapy_irl.scheduler.scheduler import IrlScheduler
-
-    return IrlScheduler.from_crawler(crawler)
-
-
-def _hosts(crawler: Any) -> Any:
-    from scrapy_irl.hosts.middleware import HostDnsMiddleware
-
-    return HostDnsMiddleware.from_crawler(crawler)
-
-
-def _robots(crawler: Any) -> Any:
-    from scrapy_irl.robots.middleware import RobotsCacheMiddleware
-
-    return RobotsCacheMiddleware.from_crawler(crawler)
-
-
-def _simweb(crawler: Any) -> Any:
-    from scrapy_irl.simweb.resolver import SimwebResolver
-
-    return SimwebResolver.from_crawler(crawler, None)
+_warc = _from_crawler("scrapy_irl.warc.extension.WarcExtension")
+_report = _from_crawler("scrapy_irl.report.sampler.StatsSampler")
+_urlseen = _from_crawler("scrapy_irl.dupefilter.DrumDupeFilter")
+_scheduler = _from_crawler("scrapy_irl.scheduler.scheduler.IrlScheduler")
+_hosts = _from_crawler("scrapy_irl.hosts.middleware.HostDnsMiddleware")
+_robots = _from_crawler("scrapy_irl.robots.middleware.RobotsCacheMiddleware")
+_simweb = _from_crawler("scrapy_irl.simweb.resolver.SimwebResolver", None)
 
 
 #: (setting, bad value, the component reading it at start). Each used to fail with a bare

@@ -48,6 +48,20 @@ if TYPE_CHECKING:
 STAT_PREFIX = "irl_dns"
 
 
+def dns_options(settings: Any) -> dict[str, Any]:
+    """The resolver's ``IRL_DNS_*`` values, each checked by name (also read at the
+    scheduler's start, before any directory is touched)."""
+    return {
+        "ttl": config.getfloat(settings, "IRL_DNS_TTL", above=0),
+        "negative_ttl": config.getfloat(settings, "IRL_DNS_NEGATIVE_TTL", above=0),
+        "concurrency": config.getint(settings, "IRL_DNS_CONCURRENCY", minimum=1),
+        "timeout": config.getfloat(settings, "IRL_DNS_TIMEOUT", above=0),
+        "retries": config.getint(settings, "IRL_DNS_RETRIES", minimum=0),
+        "retry_delay": config.getfloat(settings, "IRL_DNS_RETRY_DELAY", above=0),
+        "memory_entries": config.getint(settings, "IRL_DNS_MEMORY_ENTRIES", minimum=1),
+    }
+
+
 def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
     """A HostResolver on the reactor's installed resolver, configured by ``IRL_DNS_*``."""
     from twisted.internet import reactor
@@ -57,13 +71,7 @@ def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
     return HostResolver(
         store,
         reactor.resolve,  # type: ignore[attr-defined,arg-type]
-        ttl=config.getfloat(settings, "IRL_DNS_TTL", above=0),
-        negative_ttl=config.getfloat(settings, "IRL_DNS_NEGATIVE_TTL", above=0),
-        concurrency=config.getint(settings, "IRL_DNS_CONCURRENCY", minimum=1),
-        timeout=config.getfloat(settings, "IRL_DNS_TIMEOUT", above=0),
-        retries=config.getint(settings, "IRL_DNS_RETRIES", minimum=0),
-        retry_delay=config.getfloat(settings, "IRL_DNS_RETRY_DELAY", above=0),
-        memory_entries=config.getint(settings, "IRL_DNS_MEMORY_ENTRIES", minimum=1),
+        **dns_options(settings),
         reactor=reactor,
         on_event=lambda name: stats.inc_value(f"{STAT_PREFIX}/{name}"),
     )

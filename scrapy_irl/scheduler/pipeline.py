@@ -51,29 +51,44 @@ def budget_policy(settings: Any) -> BudgetPolicy:
     )
 
 
-def check_settings(settings: Any) -> None:
-    """Refuse bad ``IRL_*`` values of the stores built at ``open()`` (and of the DNS
-    resolver) when the scheduler is created, naming the setting: found only by ``open()``,
-    they failed after the frontier directory had been locked and partly written, with a
-    message naming no setting (``buckets must be a power of two``)."""
+def beast_options(settings: Any) -> dict[str, int]:
+    """BEAST's ``IRL_BEAST_*`` values, checked together (one reading for the check at
+    start and the store built at ``open()``)."""
     initial = config.getint(settings, "IRL_BEAST_QUEUES")
     most = config.getint(settings, "IRL_BEAST_MAX_QUEUES")
     if not 2 <= initial <= most:
         raise ValueError(
             f"need 2 <= IRL_BEAST_QUEUES <= IRL_BEAST_MAX_QUEUES, got {initial}, {most}"
         )
-    buckets = config.getint(settings, "IRL_URLSEEN_BUCKETS")
-    if buckets < 1 or buckets & (buckets - 1) or buckets > 4096:
-        raise ValueError(f"IRL_URLSEEN_BUCKETS must be a power of two in 1..4096, got {buckets}")
-    for name in ("IRL_URLSEEN_BUFFER_BYTES", "IRL_FRONTIER_URLSEEN_BUCKET_BYTES",
-                 "IRL_URLSEEN_MERGE_CHUNK_BYTES"):  # fmt: skip
-        config.getint(settings, name, minimum=1)
-    config.getint(settings, "IRL_STAR_CACHE_ENTRIES", minimum=0)
-    for name in ("IRL_DNS_TTL", "IRL_DNS_NEGATIVE_TTL", "IRL_DNS_TIMEOUT", "IRL_DNS_RETRY_DELAY"):
-        config.getfloat(settings, name, above=0)
-    for name in ("IRL_DNS_CONCURRENCY", "IRL_DNS_MEMORY_ENTRIES"):
-        config.getint(settings, name, minimum=1)
-    config.getint(settings, "IRL_DNS_RETRIES", minimum=0)
+    return {"initial_queues": initial, "max_queues": most}
+
+
+def urlseen_options(settings: Any) -> dict[str, int]:
+    """The frontier URLseen's DRUM sizes from ``IRL_*`` settings, each checked by name."""
+    return {
+        "buckets": config.getpowerof2(settings, "IRL_URLSEEN_BUCKETS", maximum=MAX_BUCKETS),
+        "buffer_bytes": config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES", minimum=1),
+        "bucket_bytes": config.getint(settings, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES", minimum=1),
+        "merge_chunk_bytes": config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES", minimum=1),
+    }
+
+
+def star_cache_entries(settings: Any) -> int:
+    return config.getint(settings, "IRL_STAR_CACHE_ENTRIES", minimum=0)
+
+
+def check_settings(settings: Any) -> None:
+    """Refuse bad ``IRL_*`` values of the stores built at ``open()`` (and of the DNS
+    resolver) when the scheduler is created, naming the setting: found only by ``open()``,
+    they failed after the frontier directory had been locked and partly written, with a
+    message naming no setting (``buckets must be a power of two``). The same readers
+    build the stores, so the check and the build cannot disagree."""
+    from scrapy_irl.hosts.middleware import dns_options
+
+    beast_options(settings)
+    urlseen_options(settings)
+    star_cache_entries(settings)
+    dns_options(settings)
 
 
 def build_star_and_beast(
@@ -89,8 +104,7 @@ def build_star_and_beast(
 
     beast = Beast(
         path / "beast",
-        initial_queues=config.getint(settings, "IRL_BEAST_QUEUES"),
-        max_queues=config.getint(settings, "IRL_BEAST_MAX_QUEUES"),
+        **beast_options(settings),
         fsync=fsync,
         rebudget=rebudget,
     )
@@ -103,7 +117,7 @@ def build_star_and_beast(
             "fsync": fsync,
             "verify_on_open": config.getbool(settings, "IRL_DRUM_VERIFY_ON_OPEN"),
         },
-        cache_entries=config.getint(settings, "IRL_STAR_CACHE_ENTRIES", minimum=0),
+        cache_entries=star_cache_entries(settings),
         on_durable=beast.save,
     )
     star_holder.append(star)
@@ -121,10 +135,7 @@ def build_urlseen(
     """
     return Drum(
         path / "urlseen",
-        buckets=config.getpowerof2(settings, "IRL_URLSEEN_BUCKETS", maximum=MAX_BUCKETS),
-        buffer_bytes=config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES", minimum=1),
-        bucket_bytes=config.getint(settings, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES", minimum=1),
-        merge_chunk_bytes=config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES", minimum=1),
+        **urlseen_options(settings),
         store_aux=True,
         on_results=on_results,
         before_ack=star.write_out,

@@ -13,7 +13,6 @@ so the crawl never stalls or closes while work exists.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import tempfile
@@ -199,11 +198,6 @@ def _robots_margin(record: Any) -> float:
     return min(1.0, max(0.0, record.expires_at - record.checked_at) / 10)
 
 
-def _digest(record: bytes) -> bytes:
-    """A record's key in the map of live requests (16 bytes, not the record itself)."""
-    return hashlib.blake2b(record, digest_size=16).digest()
-
-
 def _host_key(hostname: str | None) -> str:
     """The politeness key of a URL's host: lower case, without the root's trailing dot
     (``site.test.`` and ``site.test`` are one DNS name, one server to be polite to)."""
@@ -295,8 +289,9 @@ class IrlScheduler:
         ] = {}  # robots.txt URL being fetched -> its host
         # id(request) -> its hand-out, until the request is over
         self._handed: dict[int, Handout] = {}
-        # digest of a record -> the Request it was written from, while something else
-        # still holds that object: see _request_of.
+        # record -> the Request it was written from, while something else still holds
+        # that object (the entry, and the record with it, goes when the request does):
+        # see _request_of.
         self._live: weakref.WeakValueDictionary[bytes, Request] = weakref.WeakValueDictionary()
         self._last_idle_merge = float("-inf")
         self._idle_merge_cost = 0.0  # seconds the last forced merge took
@@ -604,7 +599,7 @@ class IrlScheduler:
         except ValueError:
             self._enqueue_in_ram(request, host, self._key(fingerprint))
             return True
-        self._live[_digest(record)] = request
+        self._live[record] = request
         if request.dont_filter or not self.filtering:
             # Not filtered, but remembered: a later ordinary link to it is a duplicate.
             # Outside the budgets, yet on disk like the rest (start URLs can be millions,
@@ -625,7 +620,7 @@ class IrlScheduler:
         such callback, so every shell fetch hung. Usually nothing holds a request once it
         is enqueued, and its entry goes with it; each entry serves one hand-out.
         """
-        request = self._live.pop(_digest(record), None) if self._live else None
+        request = self._live.pop(record, None) if self._live else None
         if request is not None:
             return request
         return self.codec.decode(record_blob(record))

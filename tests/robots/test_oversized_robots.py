@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,21 +73,27 @@ class _EndlessServer(_Server):
         self.sent = 0
 
 
+def crawl_with_robots_cache(server: Any, tmp_path: Path, **settings: Any) -> tuple[dict[str, Any], str]:
+    """Crawl ``server`` from /page/1 with RobotsCacheMiddleware alone (Scrapy's scheduler)."""
+    return crawl({
+        "start": [f"{server.base_url}/page/1"],
+        "settings": {
+            "ROBOTSTXT_OBEY": True, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+            "DOWNLOADER_MIDDLEWARES": {
+                "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+                "scrapy_irl.robots.middleware.RobotsCacheMiddleware": 100,
+            },
+            **settings,
+        },
+    }, timeout=90)  # fmt: skip
+
+
 @pytest.mark.slow
 def test_an_endless_robots_txt_is_cut_at_max_bytes_and_obeyed(tmp_path: Path) -> None:
     with serving(_EndlessServer(size=8)) as server:
         started = time.monotonic()
-        stats, log = crawl({
-            "start": [f"{server.base_url}/page/1"],
-            "settings": {
-                "ROBOTSTXT_OBEY": True, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
-                "DOWNLOADER_MIDDLEWARES": {
-                    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-                    "scrapy_irl.robots.middleware.RobotsCacheMiddleware": 100,
-                },
-                "DOWNLOAD_TIMEOUT": 20, "CLOSESPIDER_TIMEOUT": 60,
-            },
-        }, timeout=90)  # fmt: skip
+        stats, log = crawl_with_robots_cache(server, tmp_path, DOWNLOAD_TIMEOUT=20,
+                                             CLOSESPIDER_TIMEOUT=60)  # fmt: skip
         elapsed = time.monotonic() - started
         sent = server.sent
     assert server.hits["/robots.txt"] == 1
@@ -104,17 +111,8 @@ def test_a_robots_txt_refused_once_decompressed_is_fetched_once(tmp_path: Path) 
     server = _Server(size=16)
     server.RequestHandlerClass = _GzipBombHandler
     with serving(server):
-        stats, log = crawl({
-            "start": [f"{server.base_url}/page/1"],
-            "settings": {
-                "ROBOTSTXT_OBEY": True, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
-                "DOWNLOADER_MIDDLEWARES": {
-                    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-                    "scrapy_irl.robots.middleware.RobotsCacheMiddleware": 100,
-                },
-                "DOWNLOAD_MAXSIZE": 1_000_000, "CONCURRENT_REQUESTS": 1,
-            },
-        }, timeout=90)  # fmt: skip
+        stats, log = crawl_with_robots_cache(server, tmp_path, DOWNLOAD_MAXSIZE=1_000_000,
+                                             CONCURRENT_REQUESTS=1)  # fmt: skip
     assert server.hits["/page/1"] == 1 and server.hits["/page/15"] == 1, log[-3000:]
     # Unreadable: unavailable, allow all for IRL_ROBOTS_TTL; it was fetched again for
     # every request of the origin (nothing was stored).

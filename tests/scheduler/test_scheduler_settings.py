@@ -38,7 +38,7 @@ from scrapy_irl.scheduler import IrlScheduler
         # partly written, some with a message naming no setting
         ("IRL_BEAST_QUEUES", 1, "need 2 <= IRL_BEAST_QUEUES <= IRL_BEAST_MAX_QUEUES"),
         ("IRL_BEAST_MAX_QUEUES", 1, "need 2 <= IRL_BEAST_QUEUES <= IRL_BEAST_MAX_QUEUES"),
-        ("IRL_URLSEEN_BUCKETS", 3, "IRL_URLSEEN_BUCKETS must be a power of two"),
+        ("IRL_URLSEEN_BUCKETS", 3, "IRL_URLSEEN_BUCKETS=3: expected a power of two"),
         ("IRL_FRONTIER_URLSEEN_BUCKET_BYTES", 0, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES must be >= 1"),
         ("IRL_URLSEEN_MERGE_CHUNK_BYTES", 0, "IRL_URLSEEN_MERGE_CHUNK_BYTES must be >= 1"),
         ("IRL_STAR_CACHE_ENTRIES", -1, "IRL_STAR_CACHE_ENTRIES must be >= 0"),
