@@ -46,6 +46,9 @@ IRL_HOSTS_CACHE_BYTES = 8 * 1024 * 1024
 IRL_ROBOTS_TTL = 24 * 3600.0
 # Bytes of a robots.txt body that are parsed and stored; the rest is ignored.
 IRL_ROBOTS_MAX_BYTES = 500 * 1024
+# Largest robots.txt body once decompressed (Content-Encoding): a gzip bomb is refused
+# (unavailable) here instead of inflating in RAM up to DOWNLOAD_MAXSIZE.
+IRL_ROBOTS_MAX_DECODED_BYTES = 8 * 1024 * 1024
 # Redirects followed when fetching robots.txt; past them the file counts as unavailable.
 IRL_ROBOTS_MAX_REDIRECTS = 5
 # Seconds before the first retry of an unreachable robots.txt (5xx, timeout, network).

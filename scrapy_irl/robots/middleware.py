@@ -72,6 +72,7 @@ def policy_from_settings(settings: Any) -> RobotsPolicy:
         return RobotsPolicy(
             ttl=config.getfloat(settings, "IRL_ROBOTS_TTL", above=0),
             max_bytes=config.getint(settings, "IRL_ROBOTS_MAX_BYTES", minimum=1),
+            max_decoded_bytes=config.getint(settings, "IRL_ROBOTS_MAX_DECODED_BYTES", minimum=1),
             max_redirects=config.getint(settings, "IRL_ROBOTS_MAX_REDIRECTS", minimum=0),
             retry_delay=config.getfloat(settings, "IRL_ROBOTS_RETRY_DELAY", above=0),
             retry_max_delay=config.getfloat(settings, "IRL_ROBOTS_RETRY_MAX_DELAY"),
@@ -98,6 +99,7 @@ class RobotsCacheMiddleware:
         self.clock = clock
         self._default_useragent: str = settings["USER_AGENT"]
         self._robotstxt_useragent: str | None = settings["ROBOTSTXT_USER_AGENT"]
+        self._download_maxsize: int = settings.getint("DOWNLOAD_MAXSIZE")
         self._parserimpl: Any = load_object(settings.get("ROBOTSTXT_PARSER"))
         build_from_crawler(self._parserimpl, crawler, b"")  # fail early on missing deps
         #: Protego bodies are reduced to our user agent's group before parsing (see
@@ -169,10 +171,25 @@ class RobotsCacheMiddleware:
         limit = request.meta.get(MAX_BYTES_META)
         if limit is None:
             return
+        if _RECEIVED_META not in request.meta:
+            self._cap_decoded_size(request)
         received = request.meta.get(_RECEIVED_META, 0) + len(data)
         request.meta[_RECEIVED_META] = received
         if received > limit:
             raise StopDownload(fail=False)
+
+    def _cap_decoded_size(self, request: Request) -> None:
+        """Bound what HttpCompressionMiddleware may inflate a robots.txt to.
+
+        The wire bytes stop at IRL_ROBOTS_MAX_BYTES, but 500 KiB of gzip can inflate
+        a thousandfold, and the decompression limit is ``download_maxsize`` (1 GiB by
+        default). Set at the first body bytes, not on the request: the download handler
+        has then already compared Content-Length with its own limit, which must stay
+        DOWNLOAD_MAXSIZE so a long plain robots.txt is cut, not cancelled.
+        """
+        cap = self.policy.max_decoded_bytes
+        configured = request.meta.get("download_maxsize", self._download_maxsize)
+        request.meta["download_maxsize"] = min(cap, configured) if configured else cap
 
     # -- the middleware --------------------------------------------------------------------
     async def process_request(

@@ -30,6 +30,7 @@ class RobotsPolicy:
 
     ttl: float = 24 * 3600.0
     max_bytes: int = 500 * 1024
+    max_decoded_bytes: int = 8 * 1024 * 1024
     max_redirects: int = 5
     retry_delay: float = 60.0
     retry_max_delay: float = 6 * 3600.0
@@ -41,6 +42,11 @@ class RobotsPolicy:
         if self.max_bytes < 1:
             raise ValueError(
                 f"robots.txt byte limit must be positive, got {self.max_bytes}"
+            )
+        if self.max_decoded_bytes < self.max_bytes:
+            raise ValueError(
+                "need IRL_ROBOTS_MAX_DECODED_BYTES >= IRL_ROBOTS_MAX_BYTES, got "
+                f"{self.max_decoded_bytes} and {self.max_bytes}"
             )
         if self.max_redirects < 0:
             raise ValueError(

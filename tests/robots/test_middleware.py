@@ -52,6 +52,7 @@ def test_needs_robotstxt_obey(tmp_path):
     ("IRL_ROBOTS_TTL", 0, "IRL_ROBOTS_TTL must be > 0"),
     ("IRL_ROBOTS_RETRY_DELAY", -5, "IRL_ROBOTS_RETRY_DELAY must be > 0"),
     ("IRL_ROBOTS_MAX_BYTES", "lots", "invalid IRL_ROBOTS_MAX_BYTES='lots'"),
+    ("IRL_ROBOTS_MAX_DECODED_BYTES", 1000, "IRL_ROBOTS_MAX_DECODED_BYTES >= IRL_ROBOTS_MAX_BYTES"),
     ("IRL_ROBOTS_RETRY_MAX_DELAY", 1, "IRL_ROBOTS_RETRY_DELAY <= IRL_ROBOTS_RETRY_MAX_DELAY"),
 ])
 def test_a_bad_setting_stops_the_crawl_instead_of_switching_robots_off(tmp_path, name, value, message):

@@ -120,3 +120,31 @@ def test_a_robots_txt_refused_once_decompressed_is_fetched_once(tmp_path: Path) 
     assert stats.get("robotstxt/request_count") == 1
     assert stats.get("irl_robots/response_dropped") == 1
     assert not stats.get("irl_robots/fetch_ignored")
+
+
+@pytest.mark.slow
+def test_a_gzip_bomb_is_refused_at_max_decoded_bytes_not_download_maxsize(tmp_path: Path) -> None:
+    """DOWNLOAD_MAXSIZE left at Scrapy's 1 GiB: the 3 MB inflated body is refused at
+    IRL_ROBOTS_MAX_DECODED_BYTES, so a real bomb cannot fill RAM up to 1 GiB."""
+    server = _Server(size=16)
+    server.RequestHandlerClass = _GzipBombHandler
+    with serving(server):
+        stats, log = crawl_with_robots_cache(server, tmp_path, CONCURRENT_REQUESTS=1,
+                                             IRL_ROBOTS_MAX_DECODED_BYTES=1_000_000)  # fmt: skip
+    assert server.hits["/robots.txt"] == 1, server.hits
+    assert stats.get("irl_robots/response_dropped") == 1, log[-3000:]
+    assert server.hits["/page/3"] == 1  # unavailable: allow all, as RFC 9309 says
+
+
+@pytest.mark.slow
+def test_a_gzip_robots_txt_within_max_decoded_bytes_is_cut_and_obeyed(tmp_path: Path) -> None:
+    """The same file under the default 8 MiB cap: inflated, cut at 500 KiB, rules kept."""
+    server = _Server(size=16)
+    server.RequestHandlerClass = _GzipBombHandler
+    with serving(server):
+        stats, log = crawl_with_robots_cache(server, tmp_path, CONCURRENT_REQUESTS=1)
+    assert server.hits["/robots.txt"] == 1, server.hits
+    assert not stats.get("irl_robots/response_dropped"), log[-3000:]
+    assert stats.get("irl_robots/truncated") == 1, log[-3000:]
+    assert server.hits["/page/3"] == 0  # the rule at the top of the inflated file holds
+    assert server.hits["/page/1"] == 1 and server.hits["/page/2"] == 1
