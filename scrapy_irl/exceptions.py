@@ -28,5 +28,9 @@ class HostStoreError(IrlError):
     """
 
 
+class HostStoreLockedError(HostStoreError):
+    """The host store directory is held by another process (LevelDB's lock)."""
+
+
 class FrontierCorruptionError(IrlError):
     """A BEAST queue file or its STATE failed validation (bad checksum, impossible cursor)."""

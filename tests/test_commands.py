@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.loopback_site import loopback_site
@@ -100,3 +101,29 @@ def test_scheduler_stats_keep_scrapys_meaning(tmp_path: Path) -> None:
     assert stats["response_received_count"] == 65  # 64 pages, one of them twice
     assert stats["scheduler/enqueued"] == stats["scheduler/dequeued"] == 65
     assert stats["irl_sched/offered"] == 65 + stats["dupefilter/filtered"]
+
+
+def test_scrapy_fetch_runs_while_a_crawl_holds_the_projects_host_store(tmp_path: Path) -> None:
+    """Without IRL_HOSTS_DIR and JOBDIR every process of a project shares one host store,
+    and LevelDB lets one process open it: ``scrapy fetch`` during a crawl failed with a
+    lock error. It now gets a temporary store (WARNING), removed when it ends."""
+    root = project(tmp_path, 'IRL_HOSTS_DIR = ""\n')
+    shared = root / ".scrapy" / "irl" / "hosts"
+    shared.mkdir(parents=True)
+    holder = subprocess.Popen(  # stands for the crawl: holds the lock for at most 60 s
+        [sys.executable, "-c", "import plyvel, sys, time; db = plyvel.DB(sys.argv[1], "
+         "create_if_missing=True); print('held', flush=True); time.sleep(60)", str(shared)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with loopback_site(8) as site:
+            proc = scrapy(root, "fetch", f"{site.base_url}/page/1", timeout=45)
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "/page/2" in proc.stdout  # the page's body, with its links
+    assert "uses a temporary host store" in proc.stderr
+    stand_in = proc.stderr.split("uses a temporary host store, ", 1)[1].split(",", 1)[0]
+    assert stand_in.startswith(tempfile.gettempdir()) and not os.path.exists(stand_in)

@@ -28,7 +28,7 @@ from twisted.internet import task
 
 from scrapy_irl import config
 from scrapy_irl.hosts.dns import HostResolver
-from scrapy_irl.hosts.paths import hosts_dir
+from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.store import HostStore
 
 try:  # Scrapy >= 2.14 wraps DNS failures in its own exception
@@ -87,11 +87,7 @@ class HostDnsMiddleware:
             reactor = installed  # type: ignore[assignment]
         self._reactor: IReactorTime = reactor  # type: ignore[assignment]
         self.crawler = crawler
-        self.store = HostStore.open_shared(
-            hosts_dir(crawler.settings),
-            sync=config.getbool(crawler.settings, "IRL_HOSTS_FSYNC"),
-            cache_bytes=config.getint(crawler.settings, "IRL_HOSTS_CACHE_BYTES", minimum=0),
-        )
+        self.store = open_host_store(crawler.settings)
         try:
             self.resolver = resolver_from_crawler(crawler, self.store)
         except Exception:  # a refused IRL_DNS_* value must not keep the store held

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, ClassVar, Self
 
 import plyvel
 
-from scrapy_irl.exceptions import HostStoreError
+from scrapy_irl.exceptions import HostStoreError, HostStoreLockedError
 from scrapy_irl.hosts.records import DnsRecord, RecordError, RobotsRecord
 
 logger = logging.getLogger(__name__)
@@ -51,14 +52,16 @@ def _headless_data(path: Path) -> list[str]:
     return sorted(name for name in names if _DATA_FILE.fullmatch(name))
 
 
-def _open_failure(path: Path, exc: Exception) -> str:
+def _open_failure(path: Path, exc: Exception) -> HostStoreError:
     """Why LevelDB would not open: the lock (another crawl) or the file system."""
     text = str(exc)
     if "lock" in text.lower() and "Permission denied" not in text and "Read-only" not in text:
-        return (f"cannot open host store {path}: {text}: another crawl is using it; give "
-                "each concurrent process its own IRL_HOSTS_DIR (or JOBDIR).")  # fmt: skip
-    return (f"cannot open host store {path}: {text}. Check that the directory is writable "
-            "and the disk not full (IRL_HOSTS_DIR, JOBDIR).")  # fmt: skip
+        return HostStoreLockedError(
+            f"cannot open host store {path}: {text}: another crawl is using it; give "
+            "each concurrent process its own IRL_HOSTS_DIR (or JOBDIR).")  # fmt: skip
+    return HostStoreError(
+        f"cannot open host store {path}: {text}. Check that the directory is writable "
+        "and the disk not full (IRL_HOSTS_DIR, JOBDIR).")  # fmt: skip
 
 class HostStore:
     """Typed access to the robots.txt and DNS records of one LevelDB directory."""
@@ -77,6 +80,8 @@ class HostStore:
         self.path = Path(path).absolute()  # LevelDB locks by path string: one spelling
         self.sync = sync
         self.write_errors = 0  # puts that failed (full disk, I/O error); see _put
+        #: A private store made because the shared one was locked: deleted at close.
+        self.remove_on_close = False
         self.path.mkdir(parents=True, exist_ok=True)
         if orphans := _headless_data(self.path):
             raise HostStoreError(
@@ -98,7 +103,7 @@ class HostStore:
                 "fresh cache (robots.txt and DNS data are refetched)"
             ) from exc
         except plyvel.IOError as exc:
-            raise HostStoreError(_open_failure(self.path, exc)) from exc
+            raise _open_failure(self.path, exc) from exc
         try:
             self._check_format()
         except (plyvel.CorruptionError, plyvel.IOError) as exc:
@@ -158,6 +163,8 @@ class HostStore:
             if refs <= 1:
                 del self._shared[key]
                 self.close()
+                if self.remove_on_close:
+                    shutil.rmtree(self.path, ignore_errors=True)
             else:
                 self._shared[key] = (store, refs - 1)
 

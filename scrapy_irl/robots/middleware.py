@@ -32,9 +32,8 @@ from twisted.internet.defer import Deferred
 from w3lib.url import safe_url_string
 
 from scrapy_irl import config
-from scrapy_irl.hosts.paths import hosts_dir
+from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
-from scrapy_irl.hosts.store import HostStore
 from scrapy_irl.robots import reduce
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
 from scrapy_irl.robots.origin import origin_of
@@ -113,11 +112,7 @@ class RobotsCacheMiddleware:
         # Read before the store opens: a refused value must not leave it held.
         memory_entries = config.getint(settings, "IRL_ROBOTS_MEMORY_ENTRIES", minimum=1)
         memory_bytes = config.getint(settings, "IRL_ROBOTS_MEMORY_BYTES", minimum=1)
-        self.store = HostStore.open_shared(
-            hosts_dir(settings),
-            sync=config.getbool(settings, "IRL_HOSTS_FSYNC"),
-            cache_bytes=config.getint(settings, "IRL_HOSTS_CACHE_BYTES", minimum=0),
-        )
+        self.store = open_host_store(settings)
         self.cache = RobotsCache(
             self.store,
             self._parse,

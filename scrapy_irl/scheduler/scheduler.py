@@ -39,9 +39,8 @@ from scrapy_irl.drum import CHECK
 from scrapy_irl.exceptions import DrumError, FrontierCorruptionError
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.hosts.middleware import resolver_from_crawler
-from scrapy_irl.hosts.paths import hosts_dir
+from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.records import RobotsKind
-from scrapy_irl.hosts.store import HostStore
 from scrapy_irl.linksource import SOURCE_META_KEY
 from scrapy_irl.robots.middleware import robots_for
 from scrapy_irl.robots.origin import origin_of
@@ -359,7 +358,7 @@ class IrlScheduler:
             self.robots.hop_gate = self._robots_hop_gate
             self._host_store = self.robots.store
         else:
-            self._host_store = HostStore.open_shared(hosts_dir(settings))
+            self._host_store = open_host_store(settings)
             self._closers.insert(0, ("host store", self._host_store.release))  # last
         self.resolver = resolver_from_crawler(self.crawler, self._host_store)
         from twisted.internet import reactor
