@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scrapy_irl.simweb.config import SIZES
 from scrapy_irl.simweb.log import read_log
 from scrapy_irl.simweb.model import web_for
 from scrapy_irl.simweb.report import format_table, judge, load_config
@@ -66,7 +67,7 @@ def main() -> int:
         default=300,
         help="CLOSESPIDER_TIMEOUT seconds (default 300)",
     )
-    p.add_argument("--size", default="default")
+    p.add_argument("--size", choices=sorted(SIZES), default="default")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tau-h", type=float, default=2.0)
     p.add_argument("--tau-s", type=float, default=0.5)

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline_stock import BROAD_CRAWL  # noqa: E402
-from scrapy_irl.simweb.config import WebConfig  # noqa: E402
+from scrapy_irl.simweb.config import SIZES, WebConfig  # noqa: E402
 from tests.scheduler.simweb_process import crawl, judged, simweb_server  # noqa: E402
 
 IRL = {
@@ -113,10 +113,10 @@ def _setting(item: str, parser: argparse.ArgumentParser) -> tuple[str, object]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=int, default=120, help="CLOSESPIDER_TIMEOUT of each crawl")
-    p.add_argument("--size", default="default")
+    p.add_argument("--size", choices=sorted(SIZES), default="default")
     p.add_argument("--seed", type=int, default=1, help="the simweb's seed (another web, same size)")
     p.add_argument("--concurrency", type=int, default=64, help="CONCURRENT_REQUESTS of every run")
-    p.add_argument("--only", nargs="*", help="runs to do (stock, irl, irl-relaxed)")
+    p.add_argument("--only", nargs="*", choices=("stock", "irl", "irl-relaxed"), help="runs to do")
     p.add_argument("--keep", help="save each crawl's log, request log and web config here")
     p.add_argument("--json", action="store_true")
     p.add_argument("--web", action="append", default=[], metavar="FIELD=VALUE",

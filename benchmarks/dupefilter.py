@@ -304,8 +304,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--repeat", type=int, default=1, help="runs per cell; medians shown")
-    parser.add_argument("--modes", nargs="+",
-                        default=["null", "stock", "drum-sync", "drum-batch", "drum-keys"])
+    modes = ["null", "stock", "drum-sync", "drum-batch", "drum-keys"]
+    parser.add_argument("--modes", nargs="+", choices=modes, default=modes)
     parser.add_argument("--json", help="also write raw results to this file")
     parser.add_argument("--interleave", type=int, metavar="N",
                         help="only the synchronous modes over N URLs in one process (see above)")

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline_stock import BROAD_CRAWL
+from scrapy_irl.simweb.config import SIZES
 from scrapy_irl.simweb.log import read_log
 from scrapy_irl.simweb.model import web_for
 from scrapy_irl.simweb.report import load_config
@@ -123,10 +124,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kills", type=int, default=8)
     p.add_argument("--last", type=int, default=20, help="seconds of the last, unkilled crawl")
-    p.add_argument("--size", default="small")
+    p.add_argument("--size", choices=sorted(SIZES), default="small")
     p.add_argument("--seed", type=int, default=1, help="kill schedule")
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--only", nargs="*", help="stock, irl")
+    p.add_argument("--only", nargs="*", choices=("stock", "irl"), help="runs to do")
     p.add_argument("--json", action="store_true")
     p.add_argument("--show", action="store_true", help="list the older re-fetches")
     p.add_argument("--window", type=float, default=WINDOW,

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline_stock import BROAD_CRAWL
+from scrapy_irl.simweb.config import SIZES
 
 NOT_OURS = {
     "scrapy_irl.robots.middleware.RobotsCacheMiddleware": None,
@@ -181,7 +182,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pages", type=int, default=3000, help="CLOSESPIDER_PAGECOUNT per crawl")
     p.add_argument("--timeout", type=int, default=240, help="CLOSESPIDER_TIMEOUT per crawl")
-    p.add_argument("--size", default="default")
+    p.add_argument("--size", choices=sorted(SIZES), default="default")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--rss-hosts", type=int, default=200_000, help="hosts cached in part 2 (0: skip)")
     p.add_argument("--skip-crawl", action="store_true")

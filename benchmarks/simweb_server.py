@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scrapy_irl.simweb.config import SIZES
 from scrapy_irl.simweb.model import web_for
 from scrapy_irl.simweb.report import load_config
 
@@ -83,7 +84,7 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--max-requests", type=int, default=1_000_000)
-    p.add_argument("--size", default="default")
+    p.add_argument("--size", choices=sorted(SIZES), default="default")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from scrapy_irl.scheduler.budget import BudgetPolicy
 from scrapy_irl.scheduler.pld import pld_of
-from scrapy_irl.simweb.config import WebConfig
+from scrapy_irl.simweb.config import SIZES, WebConfig
 from scrapy_irl.simweb.model import Web
 
 
@@ -82,7 +82,7 @@ def compare(web: Web, seeds: int = 10) -> dict[str, dict[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--size", default="default")
+    parser.add_argument("--size", choices=sorted(SIZES), default="default")
     parser.add_argument("--web", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a field of the simweb config, repeatable")  # fmt: skip
     args = parser.parse_args(argv)
