@@ -103,6 +103,9 @@ class HostDnsMiddleware:
     def _spider_closed(self, spider: Spider | None = None) -> None:
         if not self._closed:
             self._closed = True
+            # The robots middleware reports it too; with ROBOTSTXT_OBEY off only we do.
+            if self.store.write_errors:
+                self.crawler.stats.set_value("irl_hosts/store_write_errors", self.store.write_errors)
             self.store.release()
 
     async def process_request(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import plyvel
 import pytest
 from scrapy.http import Request
 from twisted.internet.defer import fail, succeed
@@ -111,3 +112,27 @@ def test_non_http_requests_are_left_alone(make):
     mw, _ = make(lookups)
     assert result_of(run(mw.process_request(Request("data:,hello")))) is None
     assert lookups.calls == []
+
+
+def test_failed_store_writes_are_reported_at_close_without_the_robots_middleware(make) -> None:
+    """With ROBOTSTXT_OBEY off the robots middleware (which reported this stat) is not
+    built: the DNS middleware's failed writes were counted and never shown."""
+    mw, clock = make(ScriptedLookups(a_test=["127.0.0.1"]))
+    mw.store._db = _WritesFail(mw.store._db)  # as on a full disk: reads work, writes fail
+    result_of(mw.resolver.resolve("a.test"))
+    assert mw.store.write_errors == 1
+    mw._spider_closed()
+    assert mw.crawler.stats.get_value("irl_hosts/store_write_errors") == 1
+
+
+class _WritesFail:
+    """A LevelDB handle whose writes fail like a full disk's."""
+
+    def __init__(self, db) -> None:  # type: ignore[no-untyped-def]
+        self._db = db
+
+    def put(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise plyvel.IOError(b"IO error: No space left on device")
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._db, name)
