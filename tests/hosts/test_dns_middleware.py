@@ -117,7 +117,7 @@ def test_non_http_requests_are_left_alone(make):
 def test_failed_store_writes_are_reported_at_close_without_the_robots_middleware(make) -> None:
     """With ROBOTSTXT_OBEY off the robots middleware (which reported this stat) is not
     built: the DNS middleware's failed writes were counted and never shown."""
-    mw, clock = make(ScriptedLookups(a_test=["127.0.0.1"]))
+    mw, _clock = make(ScriptedLookups(a_test=["127.0.0.1"]))
     mw.store._db = _WritesFail(mw.store._db)  # as on a full disk: reads work, writes fail
     result_of(mw.resolver.resolve("a.test"))
     assert mw.store.write_errors == 1
