@@ -27,6 +27,15 @@ its tau_h runs, so a well-budgeted host held back by its tau_h is not pushed beh
 newcomers that arrived meanwhile (tau_h already bounds its rate). Nobody's tau_h or tau_s
 gets shorter, no host is starved (a B_0 host still gets B_0/W of the server) and nothing
 is dropped.
+
+A host's IP comes from a DNS record that expires (``Host.dns_expires``) while the host
+can stay in the heaps for hours. When such a host's turn comes (its IP picks it to serve),
+nothing is handed out for it: it leaves the ready heap as if served but without taking the
+IP's turn, is marked ``resolving`` and listed in ``expired`` for the caller to resolve it
+again. Its queue stays where it is, counted in its IP's backlog, and no tau_h, tau_s or
+virtual time is spent. :meth:`resume` puts it back in line with the tag it had, after
+:meth:`move` to another IP if its address changed; :meth:`remove` takes it out (its
+lookup failed, its items were drained).
 """
 
 from __future__ import annotations
@@ -62,6 +71,11 @@ class Host:
     delay_origins: tuple[str, ...] = ()  # origins whose Crawl-delay was taken into it
     finish: float = 0.0  # virtual finish time of its last request on its IP
     backlogged: bool = False  # had work queued ever since its last request (keeps finish)
+    # When its DNS record stops being fresh (the caller's clock; inf: never, an IP
+    # literal). A host whose turn comes later is held instead (``resolving``) until the
+    # caller has looked its name up again: see :meth:`Politeness.pop`.
+    dns_expires: float = float("inf")
+    resolving: bool = False
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -115,6 +129,10 @@ class Politeness:
         self._ip_heap: list[tuple[float, int, int, Ip]] = []
         self._seq = itertools.count()
         self.items = 0  # pending items over all hosts
+        # Hosts held at their turn because their DNS record had expired, not yet handed
+        # to the caller (who takes them after each pop) to be resolved again.
+        self.expired: list[Host] = []
+        self.resolving = 0  # hosts held for a fresh lookup now
 
     # -- hosts and items -------------------------------------------------------------------
     def host(self, name: str) -> Host | None:
@@ -151,7 +169,7 @@ class Politeness:
         address = self.ips[host.ip]
         if host.delay != host_delay:
             host.delay = host_delay
-            if host.queue and not host.in_flight and not host.ready:
+            if host.queue and not host.in_flight and not host.ready and not host.resolving:
                 self._schedule_host(host)
         if address.delay != ip_delay:
             address.delay = ip_delay
@@ -167,7 +185,8 @@ class Politeness:
             host.queue.append(item)
         self.items += 1
         self.ips[host.ip].queued += 1
-        if len(host.queue) == 1 and not host.in_flight and not host.ready:
+        if (len(host.queue) == 1 and not host.in_flight and not host.ready
+                and not host.resolving):  # fmt: skip
             self._schedule_host(host)
 
     def drain(self, name: str) -> list[Any]:
@@ -226,7 +245,8 @@ class Politeness:
         heap = self._host_heap
         while heap and heap[0][0] <= now:
             _, _, gen, host = heapq.heappop(heap)
-            if gen != host.gen or host.in_flight or host.ready or not host.queue:
+            if (gen != host.gen or host.in_flight or host.ready or host.resolving
+                    or not host.queue):  # fmt: skip
                 continue
             address = self.ips[host.ip]
             host.ready = True
@@ -256,6 +276,9 @@ class Politeness:
             total = address.ready_weight
             tag, _, host, weight = heapq.heappop(address.ready)
             address.ready_weight = total - weight if address.ready else 0.0
+            if now >= host.dns_expires:
+                self._hold_for_dns(host, address, tag)
+                continue
             if self._by_budget:
                 address.clock = max(tag, address.clock + 1.0 / total)
                 host.finish = tag + 1.0 / weight
@@ -274,6 +297,70 @@ class Politeness:
                 self._schedule_ip(address)
             return host, item
         return None
+
+    def _hold_for_dns(self, host: Host, address: Ip, tag: float) -> None:
+        """``host``'s turn came with its DNS record expired: hold it for a fresh lookup.
+
+        It is not served, so nothing it would book (the IP's turn and virtual clock, its
+        own start) is touched, and the IP goes on to its next ready host. It keeps its
+        place: resumed with the same address, it re-enters the ready heap with ``tag``.
+        """
+        host.ready = False
+        host.resolving = True
+        host.finish = tag
+        host.backlogged = True
+        self.resolving += 1
+        self.expired.append(host)
+        if address.ready and address.in_flight < self.max_in_flight_per_ip:
+            self._schedule_ip(address)
+
+    def resume(self, host: Host, dns_expires: float) -> None:
+        """``host``'s name was resolved again (record fresh until ``dns_expires``): it is
+        due as before the lookup (its tau_h had passed) and keeps its place in line."""
+        if not host.resolving:
+            return
+        host.resolving = False
+        self.resolving -= 1
+        host.dns_expires = dns_expires
+        if host.queue and not host.in_flight and not host.ready:
+            self._schedule_host(host)
+
+    def move(self, host: Host, ip: str, ip_delay: float) -> None:
+        """Move a held ``host`` (with its queue, budget, delays and last start) to ``ip``,
+        its new address: from its next request on, tau_s and the in-flight bound of ``ip``
+        apply. Its IP is created with ``ip_delay`` on first use. Only a host that is not
+        in flight nor ready can move (one held by :meth:`pop`), so no booking on the old
+        IP is left behind; the old IP is forgotten by :meth:`forget_idle` once unused.
+        """
+        if host.in_flight or host.ready or ip == host.ip:
+            raise ValueError(f"cannot move {host.name} from {host.ip} to {ip} now")
+        old = self.ips[host.ip]
+        old.budget_total -= host.budget
+        old.budget_hosts -= 1
+        old.queued -= len(host.queue)
+        address = self.ips.get(ip)
+        if address is None:
+            address = self.ips[ip] = Ip(ip, ip_delay)
+        address.budget_total += host.budget
+        address.budget_hosts += 1
+        address.queued += len(host.queue)
+        host.ip = ip
+        # Virtual times of two servers do not compare: it starts as a newcomer does.
+        host.finish = address.clock
+        host.backlogged = False
+
+    def remove(self, name: str) -> list[Any]:
+        """Take a host that is not in flight out of the table; returns its pending items
+        (its fresh lookup failed: they go the way of a first failed lookup)."""
+        host = self.hosts.get(name)
+        if host is None or host.in_flight:
+            return []
+        items = self.drain(name)
+        if host.resolving:
+            host.resolving = False
+            self.resolving -= 1
+        self._forget(host)
+        return items
 
     def reserve(self, host: Host, now: float) -> float:
         """Book a start for an extra request of ``host`` (a robots.txt redirect hop).
@@ -361,13 +448,10 @@ class Politeness:
         idle = [
             h
             for h in self.hosts.values()
-            if not h.queue and not h.in_flight and h.due_at() <= now
+            if not h.queue and not h.in_flight and not h.resolving and h.due_at() <= now
         ]
         for host in idle:
-            del self.hosts[host.name]
-            address = self.ips[host.ip]
-            address.budget_total -= host.budget
-            address.budget_hosts -= 1
+            self._forget(host)
         used = {h.ip for h in self.hosts.values()}
         for ip in [
             ip
@@ -376,6 +460,13 @@ class Politeness:
         ]:
             del self.ips[ip]
         return len(idle)
+
+    def _forget(self, host: Host) -> None:
+        """Drop ``host`` from the table and from its IP's budget average."""
+        del self.hosts[host.name]
+        address = self.ips[host.ip]
+        address.budget_total -= host.budget
+        address.budget_hosts -= 1
 
     def backlog_seconds(self, host: Host) -> float:
         """How long the work already queued for ``host``, or for its IP, takes at tau_h/tau_s.

@@ -745,20 +745,91 @@ class IrlScheduler:
         if self._closed:
             return
         if not record.ok or record.ip is None:
-            if self.resolver.will_retry(record):
-                # In RAM, not parked: an unpark is a minute away by default, the retry 10 s.
-                self.counts["dns_retry_held"] += len(items)
-                self._hold(host, items, record.expires_at - self.resolver.clock())
-                return
-            self.counts["dns_failed_dropped"] += len(items)
-            for item in items:
-                self._release(item)
+            self._dns_failed(host, record, items)
             return
         crawl_delay = self._cached_crawl_delay(_url_of(items[0])) if items else None
-        self._add_host(host, record.ip, crawl_delay)
+        added = self._add_host(host, record.ip, crawl_delay)
+        added.dns_expires = self._dns_deadline(host, record)
         for item in items:
             self._check_robots_and_queue(item, host)
         self._wake_engine()
+
+    def _dns_failed(self, host: str, record: DnsRecord, items: list[Any]) -> None:
+        """``host``'s lookup failed: hold its URLs for the resolver's retry, or drop them
+        (counted) once it gave up on the name."""
+        if self.resolver.will_retry(record):
+            # In RAM, not parked: an unpark is a minute away by default, the retry 10 s.
+            self.counts["dns_retry_held"] += len(items)
+            self._hold(host, items, record.expires_at - self.resolver.clock())
+            return
+        self.counts["dns_failed_dropped"] += len(items)
+        for item in items:
+            self._release(item)
+
+    def _dns_deadline(self, host: str, record: DnsRecord) -> float:
+        """When (scheduler clock) ``record`` of ``host`` stops being fresh: the resolver
+        counts in wall-clock time, the heaps in monotonic time. An IP literal never
+        expires."""
+        if record.ips == (host,):
+            return float("inf")
+        return self.clock() + (record.expires_at - self.resolver.clock())
+
+    def _renew_dns(self) -> None:
+        """Look up again the hosts the heaps held at their turn because their DNS record
+        had expired (:meth:`Politeness.pop`); each is resumed, moved or dropped by
+        :meth:`_renewed`. One lookup per held host: it is held until its answer."""
+        expired, self.polite.expired = self.polite.expired, []
+        for host in expired:
+            self.counts["dns_expired_in_queue"] += 1
+            self.resolver.resolve(host.name).addCallback(self._renewed, host).addErrback(
+                self._log_failure, f"DNS renewal of {host.name}"
+            )
+
+    def _renewed(self, record: DnsRecord, host: Host) -> None:
+        """A held host's fresh answer: same address, it goes on where it was; another
+        address, it moves there (queue, budget, Crawl-delay, last start) so that tau_s and
+        the per-IP in-flight bound apply to the server the downloader will now connect
+        to; a failed lookup, its URLs go the way of a first failed lookup."""
+        if self._closed or self.polite.hosts.get(host.name) is not host or not host.resolving:
+            return  # drained at close: its URLs went back to BEAST
+        if not record.ok or record.ip is None:
+            self.counts["dns_renew_failed"] += 1
+            logger.debug("DNS renewal of %(host)s failed (%(error)s): its URLs are held "
+                         "for the retry or dropped", {"host": host.name, "error": record.error},
+                         extra={"spider": self.spider})  # fmt: skip
+            self._dns_failed(host.name, record, self._take_host_items(host))
+            self._wake_engine()
+            return
+        if record.ip != host.ip:
+            self.counts["dns_moved_hosts"] += 1
+            # DEBUG: a round-robin name can answer with another of its addresses each time.
+            logger.debug("%(host)s moved from %(old)s to %(new)s (DNS record renewed): "
+                         "its %(n)d queued URLs follow it", {"host": host.name, "old": host.ip,
+                         "new": record.ip, "n": len(host.queue)},
+                         extra={"spider": self.spider})  # fmt: skip
+            address = self.polite.ips.get(record.ip)
+            self.polite.move(host, record.ip,
+                             address.delay if address else self.delays.ip_delay)  # fmt: skip
+            if self.memory is not None:
+                self.memory.apply(host)  # the new IP's start in the last run, if recalled
+            self._apply_budget(host, host.budget)  # tau_s of the new IP with this host in it
+        self.polite.resume(host, self._dns_deadline(host.name, record))
+        self._wake_engine()
+
+    def _take_host_items(self, host: Host) -> list[Any]:
+        """Take a held host out of the table with its pending URLs, and the URLs that wait
+        for a robots.txt fetch its queue was to make (its marker goes with it: the URLs
+        come back through DNS and robots.txt as new)."""
+        items = []
+        for item in self.polite.remove(host.name):
+            if not isinstance(item, RobotsMarker):
+                items.append(item)
+                continue
+            self._robots_fetching.discard(item.origin)
+            waiting = self._robots_wait.pop(item.origin, [])
+            self._waiting -= len(waiting)
+            items.extend(waiting)
+        return items
 
     def _hold(self, host: str, items: list[Any], wait: float) -> None:
         """Keep ``items`` in RAM for ``wait`` seconds, then route them again (:meth:`_on_tick`).
@@ -1037,8 +1108,12 @@ class IrlScheduler:
     def _pop(self, now: float) -> Request | None:
         if self._direct:
             return self._direct.popleft()
-        for _ in range(10_000):  # bounded: each turn consumes one queued item
+        for _ in range(10_000):  # bounded: each turn consumes one queued item or held host
             got = self.polite.pop(now)
+            if self.polite.expired:
+                self._renew_dns()  # a cached answer resumes its host at once
+                if got is None:
+                    continue
             if got is None:
                 return None
             host, item = got
@@ -1360,6 +1435,7 @@ class IrlScheduler:
         s(f"{STAT}/ram_requests_peak", self.ram_peak)
         s(f"{STAT}/hosts_in_ram", len(self.polite.hosts))
         s(f"{STAT}/dns_waiting_hosts", len(self._dns_wait))
+        s(f"{STAT}/dns_renewing_hosts", self.polite.resolving)
         s(f"{STAT}/held_hosts", len(self._held))
         s(f"{STAT}/robots_waiting_origins", len(self._robots_wait))
         s(f"{STAT}/in_flight", len(self._handed))

@@ -315,3 +315,148 @@ def test_a_stream_of_new_hosts_cannot_hold_back_a_waiting_one():
     assert _old_host_turns_among_newcomers("budget", 10.0) == fifo
     larger = [_old_host_turns_among_newcomers("budget", b) for b in (20.0, 40.0)]
     assert fifo < larger[0] < larger[1]  # 9 < 12 < 16: more budget, more turns
+
+
+# -- DNS records that expire while a host waits (Host.dns_expires) -----------------------
+def test_a_host_whose_dns_expired_is_held_at_its_turn_without_taking_the_ips():
+    p = _busy_shared_server("budget", {"a": 10.0, "b": 10.0})
+    a = p.host("a")
+    a.dns_expires = 2.0
+    assert _serve(p, 2) == ["a", "b"]
+    # t=2: a's turn, but its record has expired: held, and the IP serves b instead.
+    assert p.pop(2.0)[0].name == "b"
+    assert p.expired == [a] and a.resolving and p.resolving == 1
+    assert len(a.queue) == 199 and p.ips["9"].queued == 199 + 198
+    p.finished(p.host("b"), 2.0)
+    p.expired.clear()
+    p.push("a", "late")  # more work for a held host waits with it, unscheduled
+    assert not a.ready and all(e[3] is not a or e[2] != a.gen for e in p._host_heap)
+    p.resume(a, dns_expires=100.0)
+    assert not a.resolving and p.resolving == 0 and a.queue[-1] == "late"
+    # Same address: it kept its place in line (its tag is older than b's).
+    served = _serve(p, 4, start=3.0)
+    assert served[0] == "a" and sorted(served) == ["a", "a", "b", "b"]
+
+
+def test_a_moved_host_takes_its_queue_budget_and_last_start_to_the_new_ip():
+    p = Politeness(max_in_flight_per_ip=1)
+    a = p.add_host("a", "1", host_delay=5.0, ip_delay=1.0)
+    c = p.add_host("c", "2", host_delay=0.0, ip_delay=3.0)
+    p.set_budget(a, 20.0)
+    p.set_budget(c, 10.0)
+    for i in range(3):
+        p.push("a", f"a{i}")
+    p.push("c", "c0")
+    assert p.pop(0.0)[1] == "a0"
+    p.finished(a, 0.0)
+    a.dns_expires = 5.0
+    got = [p.pop(5.0), p.pop(5.0)]  # a held at its turn; c started on "2" at 5.0
+    assert [g[1] for g in got if g is not None] == ["c0"]
+    assert p.expired == [a]
+    p.move(a, "2", ip_delay=3.0)
+    assert (p.ips["1"].queued, p.ips["1"].budget_total, p.ips["1"].budget_hosts) == (0, 0.0, 0)
+    assert (p.ips["2"].queued, p.ips["2"].budget_total, p.ips["2"].budget_hosts) == (2, 30.0, 2)
+    p.resume(a, dns_expires=500.0)
+    assert p.pop(6.0) is None  # "2" has c in flight (cap 1)
+    p.finished(c, 6.0)
+    assert p.pop(7.9) is None  # "2"'s tau_s from c's start at 5.0 (its last start)
+    assert p.pop(8.0)[1] == "a1"
+    p.finished(a, 8.0)
+    assert p.pop(12.9) is None  # a's own tau_h (5 s) came along
+    assert p.pop(13.0)[1] == "a2"
+    p.finished(a, 13.0)
+    assert p.forget_idle(100.0) == 2 and not p.ips  # the old IP went with its last host
+
+
+def test_a_host_cannot_move_while_in_flight():
+    p = make({"a": ("1", 0.0)}, ip_delay=0.0)
+    p.push("a", 1)
+    host, _ = p.pop(0.0)
+    with pytest.raises(ValueError, match="cannot move a"):
+        p.move(host, "2", 1.0)
+
+
+def test_remove_returns_a_held_hosts_items_and_forgets_it():
+    p = make({"a": ("1", 0.0), "b": ("1", 0.0)}, ip_delay=0.0)
+    a = p.host("a")
+    a.dns_expires = 0.0
+    p.push("a", "a0")
+    p.push("a", "a1")
+    p.push("b", "b0")
+    assert p.pop(0.0)[1] == "b0"
+    assert a.resolving
+    assert p.remove("a") == ["a0", "a1"]
+    assert "a" not in p.hosts and p.resolving == 0 and len(p) == 0
+    assert p.ips["1"].queued == 0 and p.ips["1"].budget_hosts == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    hosts=st.integers(1, 10),
+    cap=st.integers(1, 3),
+    order=st.sampled_from(Politeness.READY_ORDERS),
+)
+def test_random_expiries_and_moves_never_violate_nor_lose(seed, hosts, cap, order):
+    """Hosts whose records expire at random are resolved after a random wait, half of
+    them to another IP: every item is handed out once, and every gap holds, judged by
+    the IP each request was booked on."""
+    rng = random.Random(seed)
+    ip_delay, ips = 0.25, [f"ip{i}" for i in range(3)]
+    host_delay = {f"h{i}": rng.choice([0.0, 0.5, 2.0]) for i in range(hosts)}
+    p = make({h: (rng.choice(ips), d) for h, d in host_delay.items()}, ip_delay=ip_delay,
+             cap=cap, order=order)  # fmt: skip
+    total = 0
+    for h in host_delay:
+        p.host(h).dns_expires = rng.choice([0.0, 1.0, 5.0, float("inf")])
+        p.set_budget(p.host(h), rng.choice([0.0, 10.0, 50.0]))
+        for _ in range(rng.randrange(0, 6)):
+            p.push(h, total)
+            total += 1
+    now, handed, running, lookups = 0.0, [], [], []
+    host_starts: dict[str, list[float]] = {}
+    ip_starts: dict[str, list[float]] = {}
+    for _ in range(5000):  # bounded
+        if len(handed) == total:
+            break
+        got = p.pop(now)
+        for host in p.expired:
+            lookups.append((now + rng.choice([0.0, 0.3, 2.0]), host))
+        p.expired.clear()
+        if got is not None:
+            host, item = got
+            assert not host.resolving and host.dns_expires > now
+            assert not any(r[0] is host for r in running)
+            assert sum(1 for r in running if r[0].ip == host.ip) < cap
+            handed.append(item)
+            host_starts.setdefault(host.name, []).append(now)
+            ip_starts.setdefault(host.ip, []).append(now)
+            running.append((host, now + rng.choice([0.1, 1.0, 3.0])))
+            continue
+        events = [end for _, end in running] + [when for when, _ in lookups]
+        due = p.next_due()
+        if due is not None and due > now:
+            events.append(due)
+        assert events, "work remains but nothing will ever make it due"
+        now = max(now, min(events))
+        for r in [r for r in running if r[1] <= now]:
+            running.remove(r)
+            p.finished(r[0], now)
+        for lookup in [lk for lk in lookups if lk[0] <= now]:
+            lookups.remove(lookup)
+            host = lookup[1]
+            new_ip = rng.choice(ips)
+            if new_ip != host.ip:
+                p.move(host, new_ip, ip_delay)
+            p.resume(host, now + rng.choice([1.0, 10.0]))
+    assert sorted(handed) == list(range(total))
+    assert p.resolving == 0 and len(p) == 0
+    assert all(address.queued == 0 for address in p.ips.values())
+    assert sum(address.budget_hosts for address in p.ips.values()) == len(p.hosts)
+    for address in p.ips.values():  # each IP's budget sum is that of its hosts now
+        mine = sum(h.budget for h in p.hosts.values() if h.ip == address.ip)
+        assert address.budget_total == pytest.approx(mine)
+    for name, times in host_starts.items():
+        assert all(b - a >= host_delay[name] - 1e-9 for a, b in itertools.pairwise(times))
+    for times in ip_starts.values():
+        assert all(b - a >= ip_delay - 1e-9 for a, b in itertools.pairwise(times))
