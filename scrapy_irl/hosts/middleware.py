@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
+from scrapy.resolver import dnscache
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import task
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from twisted.internet.defer import Deferred
     from twisted.internet.interfaces import IReactorTime
 
     from scrapy_irl.hosts.records import DnsRecord
@@ -68,9 +70,18 @@ def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
 
     settings = crawler.settings
     stats = crawler.stats
+
+    def lookup(host: str) -> Deferred[str]:
+        """Ask the reactor's resolver past Scrapy's DNS cache, whose entries never expire:
+        otherwise a lookup renewing an expired record (IRL_DNS_TTL) would get the first
+        address again, and the downloader would keep connecting there. Dropping the entry
+        makes Scrapy's resolver ask again too on its next connection."""
+        dnscache.pop(host, None)
+        return reactor.resolve(host)  # type: ignore[attr-defined,no-any-return]
+
     return HostResolver(
         store,
-        reactor.resolve,  # type: ignore[attr-defined,arg-type]
+        lookup,
         **dns_options(settings),
         reactor=reactor,
         on_event=lambda name: stats.inc_value(f"{STAT_PREFIX}/{name}"),

@@ -136,3 +136,33 @@ class _WritesFail:
 
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
         return getattr(self._db, name)
+
+
+def test_a_lookup_asks_past_scrapys_dns_cache_so_a_renewal_sees_a_new_address(
+    tmp_path, monkeypatch
+) -> None:
+    """Scrapy's dnscache keeps an address for ever: renewing an expired record through the
+    reactor's caching resolver gave the first address again, and the downloader kept
+    connecting there. The lookup drops the name from that cache first."""
+    from scrapy.resolver import dnscache
+    from twisted.internet import reactor
+
+    from scrapy_irl.hosts.middleware import resolver_from_crawler
+    from scrapy_irl.hosts.store import HostStore
+
+    asked: list[str] = []
+
+    def fake_resolve(host: str):  # type: ignore[no-untyped-def]
+        asked.append(host)  # a caching resolver would answer from dnscache; this one cannot
+        return succeed(dnscache.get(host, "127.0.0.9"))
+
+    monkeypatch.setattr(reactor, "resolve", fake_resolve, raising=False)
+    dnscache["renew.test"] = "127.0.0.8"  # Scrapy's entry from the first connection
+    store = HostStore(tmp_path / "hosts")
+    try:
+        resolver = resolver_from_crawler(fake_crawler(FakeWeb(), tmp_path), store)
+        record = result_of(resolver.resolve("renew.test"))
+    finally:
+        dnscache.pop("renew.test", None)
+        store.close()
+    assert asked == ["renew.test"] and record.ip == "127.0.0.9"
