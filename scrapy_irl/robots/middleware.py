@@ -59,6 +59,12 @@ MAX_BYTES_META = "irl_robots_max_bytes"
 _RECEIVED_META = "_irl_robots_bytes_received"
 #: Status stored for a robots.txt the server sent but a middleware refused (see _fetch).
 UNREADABLE = 399
+#: Meta key the IRL scheduler sets on a request it hands out after checking it against
+#: its origin's cached robots.txt: ``(origin, until)``, ``until`` in this middleware's
+#: clock. Until then the request is judged by the cached record even once it has expired,
+#: instead of fetching robots.txt here, outside the politeness heaps (see
+#: :meth:`RobotsCacheMiddleware.robot_parser`).
+CHECKED_META = "irl_robots_checked"
 
 
 def robots_for(crawler: Crawler) -> RobotsCacheMiddleware | None:
@@ -194,7 +200,7 @@ class RobotsCacheMiddleware:
             return
         if request.url.startswith(("data:", "file:")):
             return
-        cached = await self.robot_parser(request)
+        cached = await self.robot_parser(request, checked_until=self._checked_until(request))
         if cached is None:
             return
         if (
@@ -231,6 +237,22 @@ class RobotsCacheMiddleware:
             self.stats.inc_value("robotstxt/forbidden")
             raise IgnoreRequest("Forbidden by robots.txt")
 
+    def _checked_until(self, request: Request) -> float | None:
+        """Until when the scheduler vouches for this request's robots.txt check (see
+        CHECKED_META), or None: no flag, a malformed one, or one naming another origin
+        (a meta dict copied into a request for another site is no check of it)."""
+        flag = request.meta.get(CHECKED_META)
+        if flag is None:
+            return None
+        try:
+            origin, until = flag
+            until = float(until)
+        except (TypeError, ValueError):
+            return None
+        if origin != origin_of(urlparse_cached(request)):
+            return None
+        return until
+
     # -- lookups ---------------------------------------------------------------------------
     def cached(self, url_or_request: Request) -> CachedRobots | None:
         """The cached state of a request's origin, without fetching (None if unknown)."""
@@ -245,20 +267,31 @@ class RobotsCacheMiddleware:
         )
 
     async def robot_parser(
-        self, request: Request, *, fresh_for: float = 0.0
+        self, request: Request, *, fresh_for: float = 0.0, checked_until: float | None = None
     ) -> CachedRobots | None:
         """Rules for the request's origin: from RAM, from LevelDB, or fetched once.
 
         ``fresh_for``: a cached record expiring within this many seconds is fetched
-        again now (the IRL scheduler renews it before a request it hands out)."""
+        again now (the IRL scheduler renews it before a request it hands out).
+        ``checked_until``: the IRL scheduler checked the request against the cached
+        record when it handed it out (its rules fresh then, or fetched in the host's
+        turn); until this time an expired record is used rather than fetched again. A
+        fetch here goes outside the politeness heaps, the page right behind it, and
+        with a TTL shorter than a host's wait each such request would bring one."""
         origin = origin_of(urlparse_cached(request))
         if origin is None:
             self._inc("no_host")
             return None
         cached = self.cache.get(origin)
         if cached is not None:
-            if cached.record.is_fresh(self.clock() + fresh_for):
+            now = self.clock()
+            if cached.record.is_fresh(now + fresh_for):
                 return cached
+            if checked_until is not None and origin not in self._fetching:
+                if now <= checked_until:
+                    self._inc("expired_but_checked")
+                    return cached
+                self._inc("checked_too_late")
             self._inc("cache/expired")
         waiters = self._fetching.get(origin)
         if waiters is not None:

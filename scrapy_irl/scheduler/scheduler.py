@@ -42,7 +42,7 @@ from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.records import RobotsKind
 from scrapy_irl.linksource import SOURCE_META_KEY
-from scrapy_irl.robots.middleware import robots_for
+from scrapy_irl.robots.middleware import CHECKED_META, robots_for
 from scrapy_irl.robots.origin import origin_of
 from scrapy_irl.scheduler.codec import (
     RequestCodec,
@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
     from scrapy_irl.drum.store import DrumBatch
     from scrapy_irl.hosts.records import DnsRecord
+    from scrapy_irl.robots.cache import CachedRobots
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +280,9 @@ class IrlScheduler:
         self._robots_wait: dict[str, list[Any]] = {}
         self._waiting = 0  # items in both wait lists (kept, not summed per hand-out)
         self._robots_fetching: set[str] = set()
+        # Requests kept in RAM (not BEAST records) whose robots.txt was renewed in their
+        # host's turn: what Held.robots_refetched says of a record.
+        self._robots_renewed: weakref.WeakSet[Request] = weakref.WeakSet()
         self._direct: deque[Request] = deque()  # requests without a host (data:, file:)
         # Requests that cannot be serialized, waiting in RAM for URLseen's verdict.
         self._ram_checks: dict[int, tuple[Request, str]] = {}
@@ -1072,7 +1076,7 @@ class IrlScheduler:
             self._note_crawl_delay(host.name, origin, cached, fetched=True)
             for item in items:
                 self._obey(cached, item, _url_of(item), host.name,
-                           front=isinstance(item, Held) and item.robots_refetched)  # fmt: skip
+                           front=self._robots_refetched(item))  # fmt: skip
         self._wake_engine()
 
     # -- hand-out --------------------------------------------------------------------------
@@ -1117,7 +1121,8 @@ class IrlScheduler:
             if got is None:
                 return None
             host, item = got
-            stale = None if isinstance(item, RobotsMarker) else self._stale_robots(item)
+            checked = None if isinstance(item, RobotsMarker) else self._robots_check(item)
+            stale = self._stale_robots(item, checked)
             if self.memory is not None:
                 self.memory.started(host, robots=isinstance(item, RobotsMarker) or stale is not None)
             if isinstance(item, RobotsMarker):
@@ -1129,7 +1134,7 @@ class IrlScheduler:
                 # as is, RobotsCacheMiddleware would fetch robots.txt itself, outside the
                 # heaps, and the page would follow it at once (no tau_s, no tau_h).
                 self.counts["robots_expired_in_queue"] += 1
-                item.robots_refetched = True  # type: ignore[union-attr]
+                self._mark_robots_refetched(item)
                 self._robots_wait.setdefault(stale, []).append(item)
                 self._waiting += 1
                 self._robots_fetching.add(stale)
@@ -1152,23 +1157,72 @@ class IrlScheduler:
                     continue
             self._handed[id(request)] = Handout(host, now, item, request)
             request.meta["irl_host"] = host.name
+            self._mark_robots_checked(request, item, checked)
             return request
         return None
 
-    def _stale_robots(self, item: Any) -> str | None:
-        """The origin of a queued item whose robots.txt is no longer fresh (or is about to
-        expire: the request reaches RobotsCacheMiddleware a little after its hand-out),
-        None when its rules are fresh or do not apply."""
-        if self.robots is None or not isinstance(item, Held) or item.robots_refetched:
+    def _robots_check(self, item: Any) -> tuple[str, CachedRobots] | None:
+        """The origin of a queued item and its cached robots.txt (looked up once per
+        hand-out); None when robots.txt does not apply (no robots middleware, a request
+        that skips it, no origin) or was never stored (its fetch ignored, e.g. by an
+        offsite filter: the middleware decides)."""
+        if self.robots is None or (
+            isinstance(item, Request) and item.meta.get("dont_obey_robotstxt")
+        ):
             return None
-        origin = origin_of(_url_parts(record_url(item.record)))
-        if origin is None or origin in self._robots_fetching:
+        origin = origin_of(_url_parts(_url_of(item)))
+        if origin is None:
             return None
         cached = self.robots.cache.get(origin)
-        if cached is None:  # its fetch was ignored (an offsite filter): nothing to renew
+        return None if cached is None else (origin, cached)
+
+    def _stale_robots(self, item: Any, checked: tuple[str, CachedRobots] | None) -> str | None:
+        """The origin of a queued item whose robots.txt is no longer fresh (or is about to
+        expire: the request reaches RobotsCacheMiddleware a little after its hand-out),
+        None when its rules are fresh, do not apply, are being fetched, or were renewed
+        for this item already (a TTL shorter than the host's wait must not loop)."""
+        if checked is None or self._robots_refetched(item):
+            return None
+        origin, cached = checked
+        if origin in self._robots_fetching:
             return None
         record = cached.record
-        return None if record.is_fresh(self.robots.clock() + _robots_margin(record)) else origin
+        return None if record.is_fresh(self.robots.clock() + _robots_margin(record)) else origin  # type: ignore[union-attr]
+
+    def _robots_refetched(self, item: Any) -> bool:
+        """Whether ``item``'s robots.txt was renewed in its host's turn already."""
+        if isinstance(item, Held):
+            return item.robots_refetched
+        return isinstance(item, Request) and item in self._robots_renewed
+
+    def _mark_robots_refetched(self, item: Any) -> None:
+        if isinstance(item, Held):
+            item.robots_refetched = True
+        else:
+            self._robots_renewed.add(item)
+
+    def _mark_robots_checked(
+        self, request: Request, item: Any, checked: tuple[str, CachedRobots] | None
+    ) -> None:
+        """Tell RobotsCacheMiddleware (``CHECKED_META``) that this hand-out was checked
+        against its origin's cached robots.txt: fresh now, or fetched in this host's turn
+        for it. The middleware then judges it by that record even if it expires before
+        the request gets there, instead of fetching robots.txt outside the heaps with the
+        page right behind it (a TTL shorter than the wait after the renewal). A flag the
+        request brought from an earlier hand-out (retries and redirects copy meta) is
+        dropped first: it vouched for another check, perhaps of another origin."""
+        request.meta.pop(CHECKED_META, None)
+        if checked is None or request.meta.get("dont_obey_robotstxt"):
+            return
+        origin, cached = checked
+        now = self.robots.clock()  # type: ignore[union-attr]
+        if not cached.record.is_fresh(now):
+            if not self._robots_refetched(item):
+                return  # a fetch of it is in flight: the middleware waits for that one
+            # Renewed in the host's turn, expired again while the URL waited its turn
+            # (IRL_ROBOTS_TTL shorter than that wait): judged by the renewed rules.
+            self.counts["robots_expired_again_in_queue"] += 1
+        request.meta[CHECKED_META] = (origin, now + self.handout_timeout)
 
     def _would_idle(self, now: float) -> bool:
         """BEAST has nothing left to load while URLs wait in a partial DRUM batch.

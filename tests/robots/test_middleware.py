@@ -11,7 +11,7 @@ from twisted.internet.error import ConnectionRefusedError, TimeoutError
 
 from scrapy_irl.hosts.store import HostStore
 from scrapy_irl.robots.cache import charged_size
-from scrapy_irl.robots.middleware import RobotsCacheMiddleware, robots_for
+from scrapy_irl.robots.middleware import CHECKED_META, RobotsCacheMiddleware, robots_for
 from scrapy_irl.robots.reduce import AgentRules
 from tests.robots.fakes import FakeClock, FakeWeb, fake_crawler, outcome, result_of, run
 
@@ -428,3 +428,71 @@ def test_a_status_beyond_16_bits_is_stored(make, status):
     assert outcome(mw, "http://a.test/x").startswith("robots.txt unreachable")
     assert outcome(mw, "http://a.test/y").startswith("robots.txt unreachable")
     assert len(web.requested) == 1  # cached: asked once
+
+
+# -- requests the IRL scheduler checked at hand-out (CHECKED_META) ---------------------------
+def _expired_rules(make, clock) -> tuple[FakeWeb, RobotsCacheMiddleware]:
+    """A middleware whose record of http://a.test (RULES) expired a second ago."""
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
+    mw = make(web, IRL_ROBOTS_TTL=3)
+    outcome(mw, "http://a.test/")
+    clock.now += 4
+    return web, mw
+
+
+def test_a_checked_request_is_judged_by_the_expired_record_without_a_fetch(make, clock):
+    # The scheduler renewed robots.txt in the host's turn, then the URL waited longer than
+    # the TTL for its IP: fetching here went outside the heaps, the page right behind it.
+    web, mw = _expired_rules(make, clock)
+    checked = {CHECKED_META: ("http://a.test", clock.now + 60)}
+    assert outcome(mw, "http://a.test/page", **checked) == "allowed"
+    assert outcome(mw, "http://a.test/private/x", **checked) == "Forbidden by robots.txt"
+    assert web.urls == ["http://a.test/robots.txt"]  # not fetched again
+    assert stat(mw, "irl_robots/expired_but_checked") == 2
+    assert stat(mw, "irl_robots/cache/expired") == 0
+    assert outcome(mw, "http://a.test/page") == "allowed"  # unflagged: fetched as before
+    assert len(web.requested) == 2
+
+
+@pytest.mark.parametrize("flag", [
+    ("http://b.test", 2e9),  # copied into a request for another origin (a redirect, meta=response.meta)
+    ("https://a.test", 2e9),  # another scheme: another robots.txt
+    "http://a.test",  # malformed
+    None,
+])  # fmt: skip
+def test_a_flag_for_another_origin_or_malformed_fetches_as_before(make, clock, flag):
+    web, mw = _expired_rules(make, clock)
+    assert outcome(mw, "http://a.test/page", **{CHECKED_META: flag}) == "allowed"
+    assert len(web.requested) == 2
+    assert stat(mw, "irl_robots/expired_but_checked") == 0
+
+
+def test_a_flag_past_its_time_fetches_and_is_counted(make, clock):
+    web, mw = _expired_rules(make, clock)
+    late = {CHECKED_META: ("http://a.test", clock.now - 1)}
+    assert outcome(mw, "http://a.test/page", **late) == "allowed"
+    assert len(web.requested) == 2
+    assert stat(mw, "irl_robots/checked_too_late") == 1
+
+
+def test_a_checked_request_still_fetches_when_nothing_is_cached(make, clock):
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
+    mw = make(web)
+    checked = {CHECKED_META: ("http://a.test", clock.now + 60)}
+    assert outcome(mw, "http://a.test/private/x", **checked) == "Forbidden by robots.txt"
+    assert web.urls == ["http://a.test/robots.txt"]
+
+
+def test_a_checked_request_waits_for_a_fetch_in_flight_rather_than_old_rules(make, clock):
+    web, mw = _expired_rules(make, clock)
+    answer: Deferred = Deferred()
+    web.answers["http://a.test/robots.txt"] = answer
+    first = run(mw.process_request(Request("http://a.test/x")))  # fetches: rules expired
+    checked = {CHECKED_META: ("http://a.test", clock.now + 60)}
+    second = run(mw.process_request(Request("http://a.test/y", meta=checked)))
+    assert not second.called  # the new answer is coming: no reason to use the old one
+    answer.callback((200, b"User-agent: *\nDisallow: /y\n"))
+    assert result_of(first) is None
+    with pytest.raises(IgnoreRequest):
+        result_of(second)
+    assert len(web.requested) == 2

@@ -1,0 +1,145 @@
+"""A robots.txt record that expires while its URLs wait in a host queue, at any TTL.
+
+The scheduler renews an expired record in the host's turn, once per URL (a TTL shorter
+than tau_h must not loop). When the URL then waits longer than the TTL again (for its IP),
+RobotsCacheMiddleware used to find the record expired and fetch robots.txt itself,
+outside the heaps, the page right behind it: 324-383 tau_s breaks in 60 s of simweb at
+IRL_ROBOTS_TTL=3. The hand-out now carries ``CHECKED_META`` and the middleware judges
+the request by the rules fetched in the host's turn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from scrapy import Request
+from scrapy_irl.robots.middleware import CHECKED_META, RobotsCacheMiddleware
+from scrapy_irl.scheduler import IrlScheduler
+from scrapy_irl.scheduler.waker import EngineWaker
+from tests.robots.fakes import FakeClock, FakeWeb, outcome
+from tests.scheduler.simweb_process import close_pairs, crawl, judged, simweb_server
+from tests.scheduler.test_irl_crawl import POLITE
+from tests.scheduler.test_scheduler_lifecycle import scheduler as new_scheduler
+
+ROBOTS = "http://a.test/robots.txt"
+RULES = b"User-agent: *\nDisallow: /private/\n"
+
+
+@pytest.fixture
+def fake_time(tmp_path: Path) -> Any:
+    """A scheduler on one host (a.test, tau_h 10 s, tau_s 1 s, robots.txt TTL 3 s) whose
+    robots middleware answers from a FakeWeb, both on one fake clock; nothing is left
+    scheduled on the reactor (no tick, no wake-up)."""
+    clock = FakeClock(1000.0)
+    web = FakeWeb({ROBOTS: (200, RULES)})
+    sched = new_scheduler(
+        ROBOTSTXT_OBEY=True, IRL_HOSTS_DIR=str(tmp_path / "hosts"), IRL_ROBOTS_TTL=3,
+        IRL_HOST_DELAY=10, IRL_HOST_DELAY_MIN=10, IRL_IP_DELAY=1, IRL_IP_DELAY_MIN=1,
+        IRL_POLITENESS_MARGIN=0, IRL_IDLE_SAMPLE_INTERVAL=0,
+    )  # fmt: skip
+    sched.crawler.engine = mock.MagicMock()
+    sched.crawler.engine.download_async = mock.AsyncMock(side_effect=web.download)
+    sched.crawler.signals.send_catch_log_async = mock.AsyncMock(return_value=[])
+    robots = RobotsCacheMiddleware(sched.crawler, clock=clock)
+    sched.open(sched.crawler.spider)
+    sched.clock = clock
+    sched._tick.stop()
+    sched.waker = EngineWaker(sched._wake_engine, lambda *args: mock.MagicMock(), clock)
+    sched._add_host("a.test", "10.0.0.1", None)
+    yield sched, robots, web, clock
+    sched.close("finished")
+    robots._spider_closed()
+
+
+def hand_out(sched: IrlScheduler, clock: FakeClock, at: float) -> Request | None:
+    clock.now = at
+    return sched.next_request()
+
+
+def done(sched: IrlScheduler, request: Request) -> None:
+    """The request left the downloader (what the engine's signal would tell)."""
+    sched._left(request)
+
+
+def test_a_url_whose_robots_expired_again_is_judged_by_the_rules_of_its_hosts_turn(fake_time):
+    sched, robots, web, clock = fake_time
+    for n in range(2):
+        sched.enqueue_request(Request(f"http://a.test/p{n}", dont_filter=True))
+    assert hand_out(sched, clock, 1000.0) is None  # robots.txt fetched; tau_s runs
+    assert web.urls == [ROBOTS]
+    first = hand_out(sched, clock, 1001.0)
+    assert first is not None and first.url == "http://a.test/p0"
+    assert first.meta[CHECKED_META] == ("http://a.test", 1061.0)  # fresh rules, checked
+    done(sched, first)
+    # tau_h later the record (expired at 1003) is renewed in the host's turn ...
+    assert hand_out(sched, clock, 1011.0) is None
+    assert web.urls == [ROBOTS, ROBOTS]
+    assert sched.counts["robots_expired_in_queue"] == 1
+    # ... and the URL's IP is busy for longer than the TTL: expired again (at 1014).
+    second = hand_out(sched, clock, 1020.0)
+    assert second is not None and second.url == "http://a.test/p1"
+    assert second.meta[CHECKED_META] == ("http://a.test", 1080.0)
+    assert sched.counts["robots_expired_again_in_queue"] == 1
+    assert outcome(robots, second.url, **second.meta) == "allowed"
+    assert web.urls == [ROBOTS, ROBOTS]  # the middleware did not fetch it a third time
+    assert robots.crawler.stats.get_value("irl_robots/expired_but_checked") == 1
+
+
+def test_a_flag_from_an_earlier_hand_out_is_replaced_or_dropped(fake_time):
+    """Retries and redirects copy meta: a flag must vouch for this hand-out's check only."""
+    sched, robots, web, clock = fake_time
+    earlier = {CHECKED_META: ("http://a.test", 9e9)}
+    sched.enqueue_request(Request("http://a.test/again", dont_filter=True, meta=earlier))
+    sched.enqueue_request(Request("http://a.test/skip", dont_filter=True,
+                                  meta={**earlier, "dont_obey_robotstxt": True}))  # fmt: skip
+    assert hand_out(sched, clock, 1000.0) is None  # robots.txt
+    again = hand_out(sched, clock, 1001.0)
+    assert again is not None and again.url == "http://a.test/again"
+    assert again.meta[CHECKED_META] == ("http://a.test", 1061.0)
+    done(sched, again)
+    # (a BEAST record's meta is not read before its hand-out: its robots.txt, expired
+    # meanwhile, is renewed like any other's)
+    assert hand_out(sched, clock, 1011.0) is None
+    skip = hand_out(sched, clock, 1012.0)
+    assert skip is not None and skip.url == "http://a.test/skip"
+    assert CHECKED_META not in skip.meta  # it skips robots.txt: nothing was checked
+
+
+def test_an_unserializable_request_is_renewed_in_its_hosts_turn_too(fake_time):
+    # Requests kept in RAM (a lambda callback) were handed out as they were once their
+    # robots.txt expired: the middleware fetched it outside the heaps.
+    sched, robots, web, clock = fake_time
+    for n in range(2):
+        sched.enqueue_request(Request(f"http://a.test/r{n}", dont_filter=True, callback=lambda r: None))
+    assert hand_out(sched, clock, 1000.0) is None
+    first = hand_out(sched, clock, 1001.0)
+    assert first is not None
+    done(sched, first)
+    assert hand_out(sched, clock, 1011.0) is None  # renewed in the host's turn
+    assert web.urls == [ROBOTS, ROBOTS]
+    second = hand_out(sched, clock, 1012.0)
+    assert second is not None and second.url == "http://a.test/r1"
+    assert second.meta[CHECKED_META] == ("http://a.test", 1072.0)
+    assert outcome(robots, second.url, **second.meta) == "allowed"
+    assert web.urls == [ROBOTS, ROBOTS]
+
+
+@pytest.mark.slow
+def test_a_robots_ttl_shorter_than_the_waits_breaks_no_delay(tmp_path: Path) -> None:
+    """Judged by simweb's server: with robots.txt expiring after 0.5 s, every host's turn
+    renews it and many URLs wait longer than that for their IP afterwards."""
+    settings = {**POLITE, "CLOSESPIDER_TIMEOUT": 20, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                "IRL_ROBOTS_TTL": 0.5, "RETRY_ENABLED": False}  # fmt: skip
+    with simweb_server(tmp_path, size="tiny") as (cfg, log):
+        stats, stderr = crawl(cfg, settings)
+    result = judged(cfg, log, tau_h=1.0, tau_s=0.2)
+    assert result["pages"] >= 40, result
+    assert stats["irl_sched/robots_expired_in_queue"] > 0  # the renewals happened ...
+    assert stats["irl_sched/robots_expired_again_in_queue"] > 0  # ... and expired again
+    assert result["broke_tau_s"] == 0, close_pairs(log, 0.2)
+    assert result["broke_tau_h"] == 0, result
+    assert result["robots_violations"] == 0 and result["requests_before_robots"] == 0
+    assert "scrapy_irl/scheduler" not in stderr, stderr[-3000:]
