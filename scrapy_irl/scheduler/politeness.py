@@ -387,7 +387,11 @@ class Politeness:
         """
         if host_too:
             host.last_start = max(host.last_start, now)
-        address = self.ips[host.ip]
+        # A robots.txt redirect hop books a host that may have no work queued: the table
+        # can forget its IP (once tau_s after the booking passed) while the hop is slow.
+        address = self.ips.get(host.ip)
+        if address is None:
+            return
         if now > address.last_start:
             address.last_start = now
             if address.in_heap:

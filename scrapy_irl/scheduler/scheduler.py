@@ -367,7 +367,8 @@ class IrlScheduler:
         self.resolver = resolver_from_crawler(self.crawler, self._host_store)
         from twisted.internet import reactor
 
-        self.waker = EngineWaker(self._wake_engine, reactor.callLater, self.clock)  # type: ignore[attr-defined]
+        self._call_later = reactor.callLater  # type: ignore[attr-defined]
+        self.waker = EngineWaker(self._wake_engine, self._call_later, self.clock)
         self.crawler.signals.connect(
             self._reached, signal=signals.request_reached_downloader
         )
@@ -1039,24 +1040,68 @@ class IrlScheduler:
         d.addBoth(self._robots_done, host, marker.origin)
 
     def _robots_hop_gate(self, url: str) -> Any:
-        """Delay a robots.txt redirect hop until its host and IP are due (booked in the heaps)."""
-        from twisted.internet import defer, reactor
+        """Delay a robots.txt redirect hop until its IP is due, booked in the heaps.
 
-        name = _host_key(_url_parts(url).hostname)
+        A host not in the politeness table (another name, as example.com ->
+        www.example.com, or one forgotten since) is resolved first, through the
+        HostResolver (once per TTL), and added: its IP's tau_s then holds before the hop
+        and after it, as for any request to that IP. The gate is a Deferred the robots
+        middleware waits on; next_request is never held up by it."""
+        from twisted.internet import defer
+
+        try:
+            parts = _url_parts(url)
+            name = _host_key(parts.hostname)
+        except ValueError:
+            name = ""
+        if not name or parts.scheme.lower() not in ("http", "https"):
+            return defer.succeed(None)  # never sent: the middleware refuses it (bad_redirect)
         host = self.polite.host(name)
-        if (
-            host is None
-        ):  # another host, not resolved yet: wait one full tau_s to be safe
-            wait = self.delays.ip_delay + self.delays.margin
-        else:
-            now = self.clock()
-            wait = self.polite.reserve(host, now) - now
-            if self.memory is not None:
-                self.memory.hopped(host)
         if host is not None:
-            self._robots_hosts[url] = host
+            return self._hop_when_due(host, url)
+        self.counts["robots_hops_resolved"] += 1
+        resolving = self.resolver.resolve(name)
+        resolving.addCallback(self._hop_resolved, name, url)
+        resolving.addErrback(self._hop_not_resolved, url)
+        return resolving
+
+    def _hop_resolved(self, record: DnsRecord, name: str, url: str) -> Any:
+        """The hop's host resolved: add it to the table (if it is not there by now) and book
+        the hop on its IP. A failed lookup with retries left is retried first (the DNS
+        middleware would make the hop wait for that retry, then send it unbooked); a
+        dead name sends the hop at once: no server can be reached for it."""
+        if self._closed:
+            return None
+        if not record.ok or record.ip is None:
+            if self.resolver.will_retry(record):
+                retry = self._after(record.expires_at - self.resolver.clock())
+                retry.addCallback(lambda _: self.resolver.resolve(name))
+                return retry.addCallback(self._hop_resolved, name, url)
+            self.counts["robots_hop_unresolved"] += 1
+            return None
+        host = self.polite.host(name) or self._add_host(name, record.ip, self._cached_crawl_delay(url))
+        return self._hop_when_due(host, url)
+
+    def _hop_not_resolved(self, failure: Any, url: str) -> Any:
+        """The lookup itself failed (not a negative answer): as before the resolver was
+        asked, wait the longest tau_s, so that nothing sent to any IP just before counts."""
+        self._log_failure(failure, f"DNS of the robots.txt redirect to {url}")
+        return self._after(self.delays.ip_delay + self.delays.margin)
+
+    def _hop_when_due(self, host: Host, url: str) -> Any:
+        """Book the hop on ``host``'s IP (Politeness.reserve) and fire when it may start."""
+        now = self.clock()
+        wait = self.polite.reserve(host, now) - now
+        if self.memory is not None:
+            self.memory.hopped(host)
+        self._robots_hosts[url] = host
+        return self._after(wait)
+
+    def _after(self, seconds: float) -> Any:
+        from twisted.internet import defer
+
         d: Any = defer.Deferred()
-        reactor.callLater(max(0.0, wait), d.callback, None)  # type: ignore[attr-defined,arg-type]
+        self._call_later(max(0.0, seconds), d.callback, None)
         return d
 
     def _robots_done(self, result: Any, host: Host, origin: str) -> None:

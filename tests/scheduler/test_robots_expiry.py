@@ -1,4 +1,5 @@
-"""A robots.txt record that expires while its URLs wait in a host queue, at any TTL.
+"""robots.txt and the politeness heaps: a record that expires while its URLs wait in a
+host queue, at any TTL; a robots.txt redirect to a host not in the heaps yet.
 
 The scheduler renews an expired record in the host's turn, once per URL (a TTL shorter
 than tau_h must not loop). When the URL then waits longer than the TTL again (for its IP),
@@ -10,15 +11,22 @@ the request by the rules fetched in the host's turn.
 
 from __future__ import annotations
 
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
 from scrapy import Request
+from twisted.internet.defer import Deferred
+
+from scrapy_irl.hosts.records import DnsRecord
 from scrapy_irl.robots.middleware import CHECKED_META, RobotsCacheMiddleware
 from scrapy_irl.scheduler import IrlScheduler
 from scrapy_irl.scheduler.waker import EngineWaker
+from tests.loopback_site import LoopbackServer, send_body, serving
 from tests.robots.fakes import FakeClock, FakeWeb, outcome
 from tests.scheduler.simweb_process import close_pairs, crawl, judged, simweb_server
 from tests.scheduler.test_irl_crawl import POLITE
@@ -143,3 +151,137 @@ def test_a_robots_ttl_shorter_than_the_waits_breaks_no_delay(tmp_path: Path) -> 
     assert result["broke_tau_h"] == 0, result
     assert result["robots_violations"] == 0 and result["requests_before_robots"] == 0
     assert "scrapy_irl/scheduler" not in stderr, stderr[-3000:]
+
+
+# -- a robots.txt redirect to a host not in the politeness table -----------------------------
+class _Resolver:
+    """Answers the lookups the test fires itself."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, Deferred] = {}
+        self.clock = FakeClock(1000.0)
+
+    def resolve(self, name: str) -> Deferred:
+        self.pending[name] = Deferred()
+        return self.pending[name]
+
+    def will_retry(self, record: DnsRecord) -> bool:
+        return record.failures < 2
+
+
+def _gated(sched: IrlScheduler) -> tuple[_Resolver, list[float]]:
+    """Fake the scheduler's resolver and record the waits of its hop gate."""
+    waits: list[float] = []
+
+    def call_later(delay: float, fire: Any, *args: Any) -> None:
+        waits.append(delay)
+        fire(*args)  # at once: the test checks the wait, not the reactor
+
+    sched.resolver = resolver = _Resolver()
+    sched._call_later = call_later
+    return resolver, waits
+
+
+def fired(d: Deferred) -> bool:
+    box: list[Any] = []
+    d.addBoth(box.append)
+    return bool(box)
+
+
+def test_a_robots_redirect_to_an_unknown_host_is_resolved_and_booked_on_its_ip(fake_time):
+    # It waited one flat IRL_IP_DELAY from the redirect, booked nowhere: a page handed out
+    # to that IP meanwhile went right before the hop, and the next one right after it.
+    sched, robots, web, clock = fake_time
+    resolver, waits = _gated(sched)
+    sched.enqueue_request(Request("http://a.test/p0", dont_filter=True))
+    assert hand_out(sched, clock, 1000.0) is None  # a.test's robots.txt
+    assert hand_out(sched, clock, 1001.0) is not None  # a page on 10.0.0.1
+    clock.now = 1001.25
+    gate = sched._robots_hop_gate("http://www.a.test/robots.txt")
+    assert not fired(gate) and waits == []  # resolving; next_request is not held up
+    resolver.pending["www.a.test"].callback(DnsRecord(("10.0.0.1",), 1001.25, 9e9))
+    assert fired(gate)
+    assert waits == [pytest.approx(0.75)]  # tau_s after the page, not a flat 1 s
+    address = sched.polite.ips["10.0.0.1"]
+    assert address.last_start == 1002.0  # booked: the IP's next request waits after it
+    hop_host = sched.polite.hosts["www.a.test"]
+    assert sched._robots_hosts["http://www.a.test/robots.txt"] is hop_host
+    assert sched.counts["robots_hops_resolved"] == 1
+
+
+def test_a_hop_whose_lookup_is_retried_waits_for_the_retry_and_is_booked(fake_time):
+    # The DNS middleware would hold the hop for the retry, then send it unbooked.
+    sched, robots, web, clock = fake_time
+    resolver, waits = _gated(sched)
+    gate = sched._robots_hop_gate("http://late.test/robots.txt")
+    first = resolver.pending["late.test"]
+    first.callback(DnsRecord((), 1000.0, 1010.0, error="DNSLookupError", failures=1))
+    assert waits == [10.0] and not fired(gate)  # waited for the retry, asked again
+    assert resolver.pending["late.test"] is not first
+    resolver.pending["late.test"].callback(DnsRecord(("10.0.0.9",), 1010.0, 9e9))
+    assert fired(gate)
+    assert sched._robots_hosts["http://late.test/robots.txt"].ip == "10.0.0.9"
+
+
+def test_a_hop_to_a_name_that_does_not_resolve_goes_at_once(fake_time):
+    sched, robots, web, clock = fake_time
+    resolver, waits = _gated(sched)
+    gate = sched._robots_hop_gate("http://gone.test/robots.txt")
+    dead = DnsRecord((), 1000.0, 1300.0, error="DNSLookupError", failures=2)
+    resolver.pending["gone.test"].callback(dead)
+    assert fired(gate) and waits == []  # no server can be reached: nothing to wait for
+    assert "gone.test" not in sched.polite.hosts
+    assert sched.counts["robots_hop_unresolved"] == 1
+
+
+@pytest.mark.parametrize("url", ["", "ftp://a.test/robots.txt", "http://[oops/robots.txt"])
+def test_a_hop_the_middleware_will_not_send_is_not_waited_for(fake_time, url):
+    sched, robots, web, clock = fake_time
+    resolver, waits = _gated(sched)
+    assert fired(sched._robots_hop_gate(url))
+    assert waits == [] and resolver.pending == {}
+
+
+class _RedirectingSite(LoopbackServer):
+    """robots.txt of a.steady.test redirects to b.steady.test (same server, same IP)."""
+
+    def __init__(self) -> None:
+        super().__init__(_RedirectingHandler)
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, str, str]] = []
+
+
+class _RedirectingHandler(BaseHTTPRequestHandler):
+    server: _RedirectingSite
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        host = self.headers.get("Host", "")
+        with self.server.lock:
+            self.server.log.append((time.monotonic(), host, self.path))
+        if self.path == "/robots.txt" and host.startswith("a."):
+            self.send_response(301)
+            self.send_header("Location", f"http://b.steady.test:{self.server.server_address[1]}/robots.txt")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        send_body(self, b"User-agent: *\nAllow: /\n" if self.path == "/robots.txt" else b"<html></html>")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_robots_redirect_to_another_name_keeps_tau_s_on_the_server(tmp_path: Path) -> None:
+    from tests.scheduler.test_unusual_requests import crawl as listed_crawl
+    from tests.scheduler.test_unusual_requests import gaps
+
+    with serving(_RedirectingSite()) as site:
+        port = site.server_address[1]
+        stats = listed_crawl([{"url": f"http://a.steady.test:{port}/p{n}"} for n in range(2)],
+                             tmp_path, ROBOTSTXT_OBEY=True, IRL_IP_DELAY=0.6, IRL_IP_DELAY_MIN=0.6,
+                             IRL_HOST_DELAY=1.0, IRL_HOST_DELAY_MIN=1.0,
+                             TWISTED_DNS_RESOLVER="tests.scheduler.flaky_resolver.FlakyResolver")  # fmt: skip
+    paths = [(host.split(":")[0], path) for _, host, path in site.log]
+    assert paths[:2] == [("a.steady.test", "/robots.txt"), ("b.steady.test", "/robots.txt")]
+    assert sorted(paths[2:]) == [("a.steady.test", "/p0"), ("a.steady.test", "/p1")]
+    assert min(gaps(site.log)) >= 0.55, site.log  # hop included: tau_s on the one server
+    assert stats["irl_sched/robots_hops_resolved"] == 1
