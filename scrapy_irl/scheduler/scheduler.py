@@ -1083,8 +1083,8 @@ class IrlScheduler:
         return self._hop_when_due(host, url)
 
     def _hop_not_resolved(self, failure: Any, url: str) -> Any:
-        """The lookup itself failed (not a negative answer): as before the resolver was
-        asked, wait the longest tau_s, so that nothing sent to any IP just before counts."""
+        """The lookup raised (a bug: failed lookups are negative records): fall back to
+        the longest tau_s from now, what the gate waited before it resolved names."""
         self._log_failure(failure, f"DNS of the robots.txt redirect to {url}")
         return self._after(self.delays.ip_delay + self.delays.margin)
 
