@@ -1232,7 +1232,8 @@ class IrlScheduler:
         if origin in self._robots_fetching:
             return None
         record = cached.record
-        return None if record.is_fresh(self.robots.clock() + _robots_margin(record)) else origin  # type: ignore[union-attr]
+        now = self.robots.clock()  # type: ignore[union-attr]
+        return None if record.is_fresh(now + _robots_margin(record)) else origin
 
     def _robots_refetched(self, item: Any) -> bool:
         """Whether ``item``'s robots.txt was renewed in its host's turn already."""

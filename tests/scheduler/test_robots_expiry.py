@@ -2,11 +2,15 @@
 host queue, at any TTL; a robots.txt redirect to a host not in the heaps yet.
 
 The scheduler renews an expired record in the host's turn, once per URL (a TTL shorter
-than tau_h must not loop). When the URL then waits longer than the TTL again (for its IP),
-RobotsCacheMiddleware used to find the record expired and fetch robots.txt itself,
-outside the heaps, the page right behind it: 324-383 tau_s breaks in 60 s of simweb at
-IRL_ROBOTS_TTL=3. The hand-out now carries ``CHECKED_META`` and the middleware judges
-the request by the rules fetched in the host's turn.
+than tau_h must not loop). When the URL then waits longer than the TTL again (for its
+IP), RobotsCacheMiddleware used to find the record expired and fetch robots.txt itself,
+outside the heaps, the page right behind it: 378-397 tau_s breaks in 60 s of simweb at
+IRL_ROBOTS_TTL=3 (three runs). The hand-out now carries ``CHECKED_META`` and the
+middleware judges the request by the rules fetched in the host's turn.
+
+A redirect hop to a host the heaps did not hold waited one flat IRL_IP_DELAY and was
+booked nowhere (a page on the same server followed it within milliseconds); it is now
+resolved, added and booked on its IP like a hop to a known host.
 """
 
 from __future__ import annotations
