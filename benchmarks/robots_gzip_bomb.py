@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.crawl_runner import crawl_in_subprocess
-from tests.loopback_site import _Handler, _Server, serving
+from tests.loopback_site import gzip_robots_site, serving
 
 RULES = b"User-agent: *\nDisallow: /page/3\n"
 MIB = 1024 * 1024
@@ -50,25 +50,6 @@ def gzip_bomb(inflate_mb: int) -> bytes:
     return b"".join(parts)
 
 
-def bomb_server(body: bytes) -> _Server:
-    class Bomb(_Handler):
-        def do_GET(self) -> None:
-            if self.path != "/robots.txt":
-                super().do_GET()
-                return
-            self.server.hits[self.path] += 1
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Encoding", "gzip")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = _Server(size=8)
-    server.RequestHandlerClass = Bomb
-    return server
-
-
 def crawl_once(base_url: str, mode: str, hosts_dir: str) -> dict[str, Any]:
     settings = {"ROBOTSTXT_OBEY": True, "LOG_LEVEL": "WARNING", "CONCURRENT_REQUESTS": 1,
                 "DOWNLOAD_DELAY": 0.3, "MEMUSAGE_ENABLED": True,
@@ -89,7 +70,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     body = gzip_bomb(args.inflate_mb)
     print(f"robots.txt: {len(body)} bytes on the wire, {args.inflate_mb} MB inflated")
     grown: dict[str, float] = {}
-    with serving(bomb_server(body)) as server, tempfile.TemporaryDirectory() as work:
+    with serving(gzip_robots_site(body)) as server, tempfile.TemporaryDirectory() as work:
         for mode in ROBOTS:
             stats = crawl_once(server.base_url, mode, str(Path(work) / mode))
             grown[mode] = (stats.get("memusage/max", 0) - stats.get("memusage/startup", 0)) / MIB

@@ -84,3 +84,25 @@ def serving(server: _S) -> Iterator[_S]:
 def loopback_site(size: int = 64) -> Iterator[_Server]:
     with serving(_Server(size)) as server:
         yield server
+
+
+def gzip_robots_site(body: bytes, size: int = 16) -> _Server:
+    """The site, its ``/robots.txt`` answered with ``body`` sent as ``Content-Encoding:
+    gzip`` (a robots.txt that inflates far beyond its size on the wire). Not started."""
+
+    class GzipRobotsHandler(_Handler):
+        def do_GET(self) -> None:
+            if self.path != "/robots.txt":
+                super().do_GET()
+                return
+            self.server.hits[self.path] += 1
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = _Server(size)
+    server.RequestHandlerClass = GzipRobotsHandler
+    return server

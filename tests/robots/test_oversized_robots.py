@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.crawl_runner import crawl_in_subprocess as crawl
-from tests.loopback_site import _Handler, _Server, serving
+from tests.loopback_site import _Handler, _Server, gzip_robots_site, serving
 
 RULES = b"User-agent: *\nDisallow: /page/3\n"
 CHUNK = b"#" + b" endless" * 128 + b"\n"
@@ -48,22 +48,8 @@ class _EndlessHandler(_Handler):
         self.close_connection = True
 
 
-class _GzipBombHandler(_Handler):
-    """robots.txt: rules, then 3 MB of comment lines, gzip-encoded (about 10 KB on the wire)."""
-
-    BODY = gzip.compress(RULES + b"#" * 3_000_000 + b"\n")
-
-    def do_GET(self) -> None:
-        if self.path != "/robots.txt":
-            super().do_GET()
-            return
-        self.server.hits[self.path] += 1
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Encoding", "gzip")
-        self.send_header("Content-Length", str(len(self.BODY)))
-        self.end_headers()
-        self.wfile.write(self.BODY)
+#: robots.txt: rules, then 3 MB of comment lines, gzip-encoded (about 10 KB on the wire).
+GZIP_BOMB = gzip.compress(RULES + b"#" * 3_000_000 + b"\n")
 
 
 class _EndlessServer(_Server):
@@ -108,9 +94,7 @@ def test_an_endless_robots_txt_is_cut_at_max_bytes_and_obeyed(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_a_robots_txt_refused_once_decompressed_is_fetched_once(tmp_path: Path) -> None:
-    server = _Server(size=16)
-    server.RequestHandlerClass = _GzipBombHandler
-    with serving(server):
+    with serving(gzip_robots_site(GZIP_BOMB)) as server:
         stats, log = crawl_with_robots_cache(server, tmp_path, DOWNLOAD_MAXSIZE=1_000_000,
                                              CONCURRENT_REQUESTS=1)  # fmt: skip
     assert server.hits["/page/1"] == 1 and server.hits["/page/15"] == 1, log[-3000:]
@@ -126,9 +110,7 @@ def test_a_robots_txt_refused_once_decompressed_is_fetched_once(tmp_path: Path) 
 def test_a_gzip_bomb_is_refused_at_max_decoded_bytes_not_download_maxsize(tmp_path: Path) -> None:
     """DOWNLOAD_MAXSIZE left at Scrapy's 1 GiB: the 3 MB inflated body is refused at
     IRL_ROBOTS_MAX_DECODED_BYTES, so a real bomb cannot fill RAM up to 1 GiB."""
-    server = _Server(size=16)
-    server.RequestHandlerClass = _GzipBombHandler
-    with serving(server):
+    with serving(gzip_robots_site(GZIP_BOMB)) as server:
         stats, log = crawl_with_robots_cache(server, tmp_path, CONCURRENT_REQUESTS=1,
                                              IRL_ROBOTS_MAX_DECODED_BYTES=1_000_000)  # fmt: skip
     assert server.hits["/robots.txt"] == 1, server.hits
@@ -139,9 +121,7 @@ def test_a_gzip_bomb_is_refused_at_max_decoded_bytes_not_download_maxsize(tmp_pa
 @pytest.mark.slow
 def test_a_gzip_robots_txt_within_max_decoded_bytes_is_cut_and_obeyed(tmp_path: Path) -> None:
     """The same file under the default 8 MiB cap: inflated, cut at 500 KiB, rules kept."""
-    server = _Server(size=16)
-    server.RequestHandlerClass = _GzipBombHandler
-    with serving(server):
+    with serving(gzip_robots_site(GZIP_BOMB)) as server:
         stats, log = crawl_with_robots_cache(server, tmp_path, CONCURRENT_REQUESTS=1)
     assert server.hits["/robots.txt"] == 1, server.hits
     assert not stats.get("irl_robots/response_dropped"), log[-3000:]
