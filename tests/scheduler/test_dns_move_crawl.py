@@ -1,0 +1,122 @@
+"""A real crawl in which a host name moves to another server mid-crawl, judged by the
+two servers' own logs: the host's requests follow it to its new address, tau_s holds
+there between it and the host that always lived there, and every page comes once."""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from tests.crawl_runner import crawl_in_subprocess
+from tests.loopback_site import send_body, serving
+from tests.scheduler.moving_resolver import NEW, OLD
+
+SIZE = {"moved.test": 14, "fixed.test": 10}  # pages /page/0 .. /page/<size - 1>
+TAU_S = 1.0
+TOLERANCE = 0.1
+TTL = 1.5  # IRL_DNS_TTL
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        host = self.headers.get("Host", "").split(":")[0]
+        with self.server.lock:
+            self.server.log.append((time.monotonic(), host, self.path))
+        parts = self.path.strip("/").split("/")
+        size = SIZE.get(host, 0)
+        if len(parts) != 2 or parts[0] != "page" or not parts[1].isdigit() or int(parts[1]) >= size:
+            self.send_error(404)
+            return
+        n = int(parts[1])
+        links = [m for m in (2 * n, 2 * n + 1, n, 0) if m < size]
+        body = "".join(f'<a href="/page/{m}">p{m}</a>\n' for m in links)
+        send_body(self, f"<html><body>{body}</body></html>".encode())
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    """The same site on ``address``; logs (monotonic time, host, path) of each request.
+    HTTP/1.0 (the handler's default): no connection outlives its request, so a request
+    reaches the server its name resolved to when it was sent."""
+
+    daemon_threads = True
+
+    def __init__(self, address: str, port: int) -> None:
+        super().__init__((address, port), _Handler)
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, str, str]] = []
+
+
+def _two_servers() -> tuple[_Server, _Server]:
+    """Servers on 127.0.0.2 and 127.0.0.3 sharing one port (URLs carry it)."""
+    for _ in range(20):  # bounded: a port free on one address is nearly always free on both
+        old = _Server(OLD, 0)
+        try:
+            return old, _Server(NEW, old.server_address[1])
+        except OSError as exc:
+            old.server_close()
+            if exc.errno != errno.EADDRINUSE:
+                raise
+    raise AssertionError("no port free on both loopback addresses")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dnscache", [True, False], ids=["dnscache", "no-dnscache"])
+def test_a_host_that_moves_mid_crawl_is_polite_to_its_new_server(
+    tmp_path: Path, dnscache: bool
+) -> None:
+    """Before HostResolver's renewals went past Scrapy's dnscache, the moved host stayed on
+    its old server for good (``dnscache``); without a cache in the way, the downloader
+    followed the name but the heaps still timed the host's requests by its old IP, so
+    they came within tau_s of fixed.test's at the new server (``no-dnscache``)."""
+    old, new = _two_servers()
+    port = old.server_address[1]
+    settings = {
+        "ADDONS": {"scrapy_irl.Addon": 0},
+        "TWISTED_DNS_RESOLVER": "tests.scheduler.moving_resolver.MovingResolver",
+        "DNSCACHE_ENABLED": dnscache,
+        "TEST_DNS_MOVE_AFTER": 5.0,
+        "IRL_DNS_TTL": TTL,
+        "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+        "IRL_HOST_DELAY": 0.5, "IRL_HOST_DELAY_MIN": 0.5,
+        "IRL_IP_DELAY": TAU_S, "IRL_IP_DELAY_MIN": TAU_S,
+        "RETRY_ENABLED": False, "CLOSESPIDER_TIMEOUT": 50,
+    }  # fmt: skip
+    start = [f"http://{name}:{port}/page/0" for name in SIZE]
+    with serving(old), serving(new):
+        stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=58)
+    assert stats["finish_reason"] == "finished", stats
+    moved_old = [t for t, host, _ in old.log if host == "moved.test"]
+    moved_new = [t for t, host, _ in new.log if host == "moved.test"]
+    # The name was followed: its first requests went to the old server, the rest (after
+    # the move) to the new one, none back to the old.
+    assert moved_old and moved_new, (old.log, new.log)
+    assert max(moved_old) < min(moved_new), (old.log, new.log)
+    assert len(moved_new) >= 4, new.log  # enough to share the new server with fixed.test
+    assert not [entry for entry in old.log if entry[1] != "moved.test"], old.log
+    # tau_s at the new server: between fixed.test and the host that moved in. Without a
+    # dnscache the downloader asks the name server at each connection and follows the
+    # move at once, the heaps once the host's record expires: moved.test requests sent
+    # within IRL_DNS_TTL of the move may still be booked on the old address.
+    unaware_until = -1.0 if dnscache else min(moved_new) + TTL + TOLERANCE
+    starts = sorted(new.log)
+    close = [(a, b) for a, b in pairwise(starts) if b[0] - a[0] < TAU_S - TOLERANCE
+             and not any(e[1] == "moved.test" and e[0] < unaware_until for e in (a, b))]  # fmt: skip
+    assert not close, close
+    # Nothing lost, nothing twice.
+    fetched = Counter((host, path) for _, host, path in old.log + new.log)
+    assert fetched == Counter({(host, f"/page/{n}"): 1 for host, size in SIZE.items()
+                               for n in range(size)}), fetched  # fmt: skip
+    assert stats.get("irl_sched/dns_moved_hosts", 0) >= 1, stats
+    assert "scrapy_irl/scheduler" not in stderr, stderr[-3000:]
