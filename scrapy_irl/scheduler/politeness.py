@@ -33,7 +33,8 @@ can stay in the heaps for hours. When such a host's turn comes (its IP picks it 
 nothing is handed out for it: it leaves the ready heap as if served but without taking the
 IP's turn, is marked ``resolving`` and listed in ``expired`` for the caller to resolve it
 again. Its queue stays where it is, counted in its IP's backlog, and no tau_h, tau_s or
-virtual time is spent. :meth:`resume` puts it back in line with the tag it had, after
+virtual time is spent. :meth:`resume` puts it back in line with the tag it had (its next
+turn serves it, even if the record has expired again while it waited for it), after
 :meth:`move` to another IP if its address changed; :meth:`remove` takes it out (its
 lookup failed, its items were drained).
 """
@@ -76,6 +77,10 @@ class Host:
     # caller has looked its name up again: see :meth:`Politeness.pop`.
     dns_expires: float = float("inf")
     resolving: bool = False
+    # Resolved again at its last turn and not served since: its next turn serves it even
+    # if the record has expired again meanwhile (a TTL shorter than its wait for the IP),
+    # or it would be held, and looked up, at every turn and never served.
+    dns_renewed: bool = False
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -276,9 +281,10 @@ class Politeness:
             total = address.ready_weight
             tag, _, host, weight = heapq.heappop(address.ready)
             address.ready_weight = total - weight if address.ready else 0.0
-            if now >= host.dns_expires:
+            if now >= host.dns_expires and not host.dns_renewed:
                 self._hold_for_dns(host, address, tag)
                 continue
+            host.dns_renewed = False
             if self._by_budget:
                 address.clock = max(tag, address.clock + 1.0 / total)
                 host.finish = tag + 1.0 / weight
@@ -316,12 +322,14 @@ class Politeness:
 
     def resume(self, host: Host, dns_expires: float) -> None:
         """``host``'s name was resolved again (record fresh until ``dns_expires``): it is
-        due as before the lookup (its tau_h had passed) and keeps its place in line."""
+        due as before the lookup (its tau_h had passed) and keeps its place in line. Its
+        next turn serves it even if the record has expired again by then."""
         if not host.resolving:
             return
         host.resolving = False
         self.resolving -= 1
         host.dns_expires = dns_expires
+        host.dns_renewed = True
         if host.queue and not host.in_flight and not host.ready:
             self._schedule_host(host)
 

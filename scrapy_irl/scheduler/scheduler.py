@@ -1079,7 +1079,10 @@ class IrlScheduler:
                 return retry.addCallback(self._hop_resolved, name, url)
             self.counts["robots_hop_unresolved"] += 1
             return None
-        host = self.polite.host(name) or self._add_host(name, record.ip, self._cached_crawl_delay(url))
+        host = self.polite.host(name)
+        if host is None:
+            host = self._add_host(name, record.ip, self._cached_crawl_delay(url))
+            host.dns_expires = self._dns_deadline(name, record)  # renewed in its turn too
         return self._hop_when_due(host, url)
 
     def _hop_not_resolved(self, failure: Any, url: str) -> Any:

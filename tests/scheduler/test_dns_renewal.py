@@ -82,7 +82,7 @@ def opened(tmp_path: Path, dns: FakeDns, clock: Clock, **settings: Any) -> IrlSc
     sched._wake_engine = wake  # type: ignore[method-assign]
     options = crawler.settings
     sched.resolver = HostResolver(
-        sched._host_store, dns, ttl=TTL, clock=clock,
+        sched._host_store, dns, ttl=options.getfloat("IRL_DNS_TTL"), clock=clock,
         retries=options.getint("IRL_DNS_RETRIES", 2),
         retry_delay=options.getfloat("IRL_DNS_RETRY_DELAY", 10.0),
     )  # fmt: skip
@@ -299,5 +299,59 @@ def test_a_failed_renewal_also_holds_the_urls_waiting_for_the_hosts_robots_fetch
         sched._route_held(clock.now)  # fails again: the resolver gives up
         assert count(sched, "dns_failed_dropped") == 1
         assert not sched.has_pending_requests()
+    finally:
+        sched.close("finished")
+
+
+def test_a_record_shorter_than_the_wait_for_the_ip_does_not_starve_its_host(tmp_path: Path):
+    """IRL_DNS_TTL shorter than tau_s: a renewed record has expired again by the time its
+    host's turn on a busy IP comes back. The host was held and looked up again at each of
+    its turns, for ever while the IP had other work (a lookup per tau_s, none of its URLs
+    fetched). Renewed, it is served at its next turn, as a robots.txt renewed in the
+    host's turn is not fetched again for the same URL."""
+    dns = FakeDns({"a.test": "10.0.0.1", "b.test": "10.0.0.1"})
+    clock = Clock(1000.0)
+    sched = opened(tmp_path, dns, clock, IRL_DNS_TTL=1.0, IRL_RAM_BACKLOG_SECONDS=0)
+    crawl = Crawl(sched, clock)
+    try:
+        enqueue(sched, *[f"http://a.test/{n}" for n in range(3)],
+                *[f"http://b.test/{n}" for n in range(8)])  # fmt: skip
+        dns.held.add("a.test")  # each lookup answers just after the turn that asked
+        for step in range(8):  # one IP turn per tau_s: b.test always has work
+            crawl.next(1005.0 + step * TAU_S)
+            dns.answer()
+        served_a = [url for url in crawl.urls() if "a.test" in url]
+        assert len(served_a) >= 3, crawl.urls()
+        assert dns.asked.count("a.test") <= 1 + 2 * len(served_a), dns.asked
+        assert crawl.ip_gaps_hold()
+        crawl.rest()
+        assert sorted(crawl.urls()) == sorted(
+            [f"http://a.test/{n}" for n in range(3)] + [f"http://b.test/{n}" for n in range(8)])
+        assert sched.polite.resolving == 0
+    finally:
+        sched.close("finished")
+
+
+def test_a_host_first_added_by_a_robots_redirect_hop_is_renewed_too(tmp_path: Path):
+    """A robots.txt redirect hop to a host not in the heaps resolves and adds it; its
+    record's expiry was not kept (never expiring), so its URLs went to its first address
+    for as long as it stayed in the heaps."""
+    dns = FakeDns({"www.a.test": "10.0.0.1"})
+    clock = Clock(1000.0)
+    sched = opened(tmp_path, dns, clock)
+    later: list[float] = []
+    sched._call_later = lambda seconds, f, *a: later.append(seconds)  # type: ignore[method-assign]
+    crawl = Crawl(sched, clock)
+    try:
+        sched._robots_hop_gate("http://www.a.test/robots.txt")
+        host = sched.polite.host("www.a.test")
+        assert host is not None and host.dns_expires == 1000.0 + TTL
+        enqueue(sched, "http://www.a.test/1", "http://www.a.test/2")
+        assert crawl.next(1010.0) == "http://www.a.test/1"
+        dns.answers["www.a.test"] = "10.0.0.2"
+        crawl.next(1150.0)
+        crawl.rest()
+        assert [ip for _, _, ip in crawl.starts] == ["10.0.0.1", "10.0.0.2"]
+        assert count(sched, "dns_moved_hosts") == 1
     finally:
         sched.close("finished")
