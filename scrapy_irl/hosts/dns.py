@@ -100,14 +100,17 @@ class HostResolver:
             self._remember(host, record)
         return record
 
-    def resolve(self, host: str) -> Deferred[DnsRecord]:
-        """A Deferred firing with the fresh record of ``host``; DNS failures give a negative record."""
+    def resolve(self, host: str, *, fresh_for: float = 0.0) -> Deferred[DnsRecord]:
+        """A Deferred firing with the fresh record of ``host``; DNS failures give a negative record.
+
+        ``fresh_for``: a record expiring within this many seconds is looked up again now
+        (the IRL scheduler renews a host's record a little before it expires)."""
         host = host.lower()
         if isIPAddress(host) or isIPv6Address(host):
             now = self.clock()
             return defer.succeed(DnsRecord((host,), now, now + self.ttl))
         record = self.cached(host)
-        if record is not None and record.is_fresh(self.clock()):
+        if record is not None and record.is_fresh(self.clock() + fresh_for):
             self._event("cache_hit")
             return defer.succeed(record)
         if record is not None:

@@ -772,21 +772,29 @@ class IrlScheduler:
             self._release(item)
 
     def _dns_deadline(self, host: str, record: DnsRecord) -> float:
-        """When (scheduler clock) ``record`` of ``host`` stops being fresh: the resolver
-        counts in wall-clock time, the heaps in monotonic time. An IP literal never
-        expires."""
+        """When (scheduler clock) ``host``'s turn renews ``record``: the resolver counts in
+        wall-clock time, the heaps in monotonic time. A tenth of its life (at most 1 s)
+        before it expires, as robots.txt records (``_robots_margin``): the DNS middleware
+        resolves the name again a little after the hand-out, and the downloader connects
+        where that lookup says. An IP literal never expires."""
         if record.ips == (host,):
             return float("inf")
-        return self.clock() + (record.expires_at - self.resolver.clock())
+        return self.clock() + (record.expires_at - self._dns_margin() - self.resolver.clock())
+
+    def _dns_margin(self) -> float:
+        """How long before its expiry a host's record is renewed in its turn."""
+        return min(1.0, self.resolver.ttl / 10)
 
     def _renew_dns(self) -> None:
         """Look up again the hosts the heaps held at their turn because their DNS record
         had expired (:meth:`Politeness.pop`); each is resumed, moved or dropped by
         :meth:`_renewed`. One lookup per held host: it is held until its answer."""
         expired, self.polite.expired = self.polite.expired, []
+        margin = self._dns_margin()  # held that long before its expiry (_dns_deadline)
         for host in expired:
             self.counts["dns_expired_in_queue"] += 1
-            self.resolver.resolve(host.name).addCallback(self._renewed, host).addErrback(
+            renewal = self.resolver.resolve(host.name, fresh_for=margin)
+            renewal.addCallback(self._renewed, host).addErrback(
                 self._log_failure, f"DNS renewal of {host.name}"
             )
 

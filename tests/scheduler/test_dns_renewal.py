@@ -214,7 +214,7 @@ def test_an_unchanged_address_neither_requeues_nor_slows_the_host(tmp_path: Path
         assert dns.asked.count("a.test") == 2
         assert sched.polite.host("a.test") is host and host.ip == "10.0.0.1"
         assert sched.polite.ips["10.0.0.1"].last_start == 1150.0
-        assert host.dns_expires == 1250.0  # renewed for a full TTL
+        assert host.dns_expires == 1249.0  # renewed for a full TTL (less the margin)
         crawl.rest()
         assert sorted(crawl.urls()) == [f"http://a.test/{n}" for n in (1, 2, 3)]
         assert [at for at, _, _ in crawl.starts] == [1000.0, 1150.0, 1160.0]
@@ -345,7 +345,7 @@ def test_a_host_first_added_by_a_robots_redirect_hop_is_renewed_too(tmp_path: Pa
     try:
         sched._robots_hop_gate("http://www.a.test/robots.txt")
         host = sched.polite.host("www.a.test")
-        assert host is not None and host.dns_expires == 1000.0 + TTL
+        assert host is not None and host.dns_expires == 1000.0 + TTL - 1.0
         enqueue(sched, "http://www.a.test/1", "http://www.a.test/2")
         assert crawl.next(1010.0) == "http://www.a.test/1"
         dns.answers["www.a.test"] = "10.0.0.2"
@@ -353,5 +353,29 @@ def test_a_host_first_added_by_a_robots_redirect_hop_is_renewed_too(tmp_path: Pa
         crawl.rest()
         assert [ip for _, _, ip in crawl.starts] == ["10.0.0.1", "10.0.0.2"]
         assert count(sched, "dns_moved_hosts") == 1
+    finally:
+        sched.close("finished")
+
+
+def test_a_hand_out_just_before_the_record_expires_goes_where_it_is_booked(tmp_path: Path):
+    """The DNS middleware resolves each request's name again a little after its hand-out
+    (and drops it from Scrapy's dnscache first, so the downloader connects where that
+    lookup says): a URL handed out in the last moments of its host's record was booked on
+    the old address and sent to the new one. The heaps renew a record a tenth of its life
+    (at most 1 s) before it expires, as robots.txt records are."""
+    dns = FakeDns({"a.test": "10.0.0.1"})
+    clock = Clock(1000.0)
+    sched = opened(tmp_path, dns, clock)
+    crawl = Crawl(sched, clock)
+    try:
+        enqueue(sched, "http://a.test/1")
+        assert crawl.next(1000.0) == "http://a.test/1"  # the record is fresh until 1100
+        enqueue(sched, "http://a.test/2")
+        assert crawl.next(1000.0) is None  # loaded, not due
+        dns.answers["a.test"] = "10.0.0.2"
+        assert crawl.next(1099.99) == "http://a.test/2"
+        clock.now = 1100.01  # what HostDnsMiddleware asks before the download
+        sent_to = sched.resolver.resolve("a.test").result.ip
+        assert crawl.starts[-1][2] == sent_to == "10.0.0.2"
     finally:
         sched.close("finished")
