@@ -329,7 +329,7 @@ class Politeness:
         host.resolving = False
         self.resolving -= 1
         host.dns_expires = dns_expires
-        host.dns_renewed = True
+        host.dns_renewed = bool(host.queue)  # (an emptied host's next turn is far off)
         if host.queue and not host.in_flight and not host.ready:
             self._schedule_host(host)
 

@@ -379,3 +379,30 @@ def test_a_hand_out_just_before_the_record_expires_goes_where_it_is_booked(tmp_p
         assert crawl.starts[-1][2] == sent_to == "10.0.0.2"
     finally:
         sched.close("finished")
+
+
+def test_a_graceful_stop_while_a_host_is_resolved_again_saves_its_urls(tmp_path: Path):
+    """A host held for its lookup is still in the table with its queue: the stop drains
+    it back to BEAST like any host, and the answer arriving after the stop is ignored."""
+    dns = FakeDns({"a.test": "10.0.0.1"})
+    clock = Clock(1000.0)
+    sched = opened(tmp_path, dns, clock)
+    crawl = Crawl(sched, clock)
+    closed = False
+    try:
+        enqueue(sched, "http://a.test/1")
+        assert crawl.next(1000.0) == "http://a.test/1"
+        enqueue(sched, "http://a.test/2", "http://a.test/3")
+        assert crawl.next(1000.0) is None
+        dns.held.add("a.test")
+        assert crawl.next(1150.0) is None
+        assert sched.polite.host("a.test").resolving
+        sched.close("shutdown")
+        closed = True
+        assert sched.beast.requeued == 2  # both of its URLs, back on disk
+        dns.answers["a.test"] = "10.0.0.2"
+        dns.answer()  # after the stop: ignored
+        assert sched.polite.resolving == 1 and not sched.polite.hosts["a.test"].queue
+    finally:
+        if not closed:
+            sched.close("finished")
