@@ -164,6 +164,7 @@ class _Resolver:
     def __init__(self) -> None:
         self.pending: dict[str, Deferred] = {}
         self.clock = FakeClock(1000.0)
+        self.ttl = 3600.0  # IRL_DNS_TTL (the renewal margin is a tenth of it)
 
     def resolve(self, name: str) -> Deferred:
         self.pending[name] = Deferred()
