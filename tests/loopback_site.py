@@ -86,16 +86,26 @@ def loopback_site(size: int = 64) -> Iterator[_Server]:
         yield server
 
 
+class RobotsHandler(_Handler):
+    """The site, with ``/robots.txt`` answered by :meth:`send_robots` (counted in hits)."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        if self.path != "/robots.txt":
+            super().do_GET()
+            return
+        self.server.hits[self.path] += 1
+        self.send_robots()
+
+    def send_robots(self) -> None:
+        raise NotImplementedError
+
+
 def gzip_robots_site(body: bytes, size: int = 16) -> _Server:
     """The site, its ``/robots.txt`` answered with ``body`` sent as ``Content-Encoding:
     gzip`` (a robots.txt that inflates far beyond its size on the wire). Not started."""
 
-    class GzipRobotsHandler(_Handler):
-        def do_GET(self) -> None:
-            if self.path != "/robots.txt":
-                super().do_GET()
-                return
-            self.server.hits[self.path] += 1
+    class GzipRobotsHandler(RobotsHandler):
+        def send_robots(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Encoding", "gzip")

@@ -17,20 +17,16 @@ from typing import Any
 import pytest
 
 from tests.crawl_runner import crawl_in_subprocess as crawl
-from tests.loopback_site import _Handler, _Server, gzip_robots_site, serving
+from tests.loopback_site import RobotsHandler, _Server, gzip_robots_site, serving
 
 RULES = b"User-agent: *\nDisallow: /page/3\n"
 CHUNK = b"#" + b" endless" * 128 + b"\n"
 
 
-class _EndlessHandler(_Handler):
+class _EndlessHandler(RobotsHandler):
     server: _EndlessServer
 
-    def do_GET(self) -> None:
-        if self.path != "/robots.txt":
-            super().do_GET()
-            return
-        self.server.hits[self.path] += 1
+    def send_robots(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Connection", "close")

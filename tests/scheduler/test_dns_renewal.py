@@ -124,6 +124,14 @@ class Crawl:
             self.clock.now = max(self.clock.now, due)
         raise AssertionError("the crawl did not end")
 
+    def start_a_test(self) -> None:
+        """a.test/1 handed out at 1000 (its record fresh until 1100); /2 and /3 queued
+        behind it, not due yet."""
+        enqueue(self.sched, "http://a.test/1")
+        assert self.next(1000.0) == "http://a.test/1"
+        enqueue(self.sched, "http://a.test/2", "http://a.test/3")
+        assert self.next(1000.0) is None  # loaded, not due
+
     def urls(self) -> list[str]:
         return [url for _, url, _ in self.starts]
 
@@ -147,10 +155,7 @@ def test_a_host_whose_name_moved_goes_to_its_new_ip_after_the_lookup(tmp_path: P
     sched = opened(tmp_path, dns, clock)
     crawl = Crawl(sched, clock)
     try:
-        enqueue(sched, "http://a.test/1")
-        assert crawl.next(1000.0) == "http://a.test/1"
-        enqueue(sched, "http://a.test/2", "http://a.test/3")
-        assert crawl.next(1000.0) is None  # loaded, not due  # booked on 10.0.0.1
+        crawl.start_a_test()  # booked on 10.0.0.1
         # a.test's record (until 1100) expires; the name now points at the other server,
         # whose name server is slow to answer.
         dns.answers["a.test"] = "10.0.0.2"
@@ -202,10 +207,7 @@ def test_an_unchanged_address_neither_requeues_nor_slows_the_host(tmp_path: Path
     sched = opened(tmp_path, dns, clock)
     crawl = Crawl(sched, clock)
     try:
-        enqueue(sched, "http://a.test/1")
-        assert crawl.next(1000.0) == "http://a.test/1"
-        enqueue(sched, "http://a.test/2", "http://a.test/3")
-        assert crawl.next(1000.0) is None  # loaded, not due
+        crawl.start_a_test()
         host = sched.polite.host("a.test")
         # 1150: a.test's record expired at 1100. The name server answers at once with the
         # same address: the same call hands its next URL out, and nothing else is booked
@@ -235,10 +237,7 @@ def test_a_failed_renewal_follows_the_rules_of_a_first_failed_lookup(
     sched = opened(tmp_path, dns, clock, IRL_DNS_RETRIES=1, IRL_DNS_RETRY_DELAY=5.0)
     crawl = Crawl(sched, clock)
     try:
-        enqueue(sched, "http://a.test/1")
-        assert crawl.next(1000.0) == "http://a.test/1"
-        enqueue(sched, "http://a.test/2", "http://a.test/3")
-        assert crawl.next(1000.0) is None  # loaded, not due
+        crawl.start_a_test()
         dns.answers["a.test"] = None  # NXDOMAIN (or a timeout)
         assert crawl.next(1150.0) is None
         assert dns.asked.count("a.test") == 2
