@@ -794,9 +794,7 @@ class IrlScheduler:
         for host in expired:
             self.counts["dns_expired_in_queue"] += 1
             renewal = self.resolver.resolve(host.name, fresh_for=margin)
-            renewal.addCallback(self._renewed, host).addErrback(
-                self._log_failure, f"DNS renewal of {host.name}"
-            )
+            renewal.addCallback(self._renewed, host).addErrback(self._renewal_broke, host)
 
     def _renewed(self, record: DnsRecord, host: Host) -> None:
         """A held host's fresh answer: same address, it goes on where it was; another
@@ -827,6 +825,18 @@ class IrlScheduler:
                 self.memory.apply(host)  # the new IP's start in the last run, if recalled
             self._apply_budget(host, host.budget)  # tau_s of the new IP with this host in it
         self.polite.resume(host, self._dns_deadline(host.name, record))
+        self._wake_engine()
+
+    def _renewal_broke(self, failure: Any, host: Host) -> None:
+        """A renewal that raised (a bug, not a DNS failure: those arrive as negative
+        records) must not leave its host held for ever, which would keep the crawl from
+        closing: logged, and the host goes on at its old address, to be looked up again
+        after IRL_DNS_RETRY_DELAY."""
+        self._log_failure(failure, f"DNS renewal of {host.name}")
+        if self._closed or self.polite.hosts.get(host.name) is not host or not host.resolving:
+            return
+        self.counts["dns_renew_errors"] += 1
+        self.polite.resume(host, self.clock() + self.resolver.retry_delay)
         self._wake_engine()
 
     def _take_host_items(self, host: Host) -> list[Any]:

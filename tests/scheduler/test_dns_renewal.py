@@ -405,3 +405,27 @@ def test_a_graceful_stop_while_a_host_is_resolved_again_saves_its_urls(tmp_path:
     finally:
         if not closed:
             sched.close("finished")
+
+
+def test_a_renewal_that_raises_does_not_hold_its_host_for_ever(tmp_path: Path):
+    """A fault in the renewal's own code (not a DNS failure) left the host held: its URLs
+    never went out and the crawl could not close. It now goes on at its old address."""
+    dns = FakeDns({"a.test": "10.0.0.1"})
+    clock = Clock(1000.0)
+    sched = opened(tmp_path, dns, clock)
+    crawl = Crawl(sched, clock)
+
+    def broken(record: Any, host: Any) -> None:
+        raise RuntimeError("a bug in the renewal")
+
+    sched._renewed = broken  # type: ignore[method-assign]
+    try:
+        crawl.start_a_test()
+        assert crawl.next(1150.0) in ("http://a.test/2", "http://a.test/3")
+        assert not sched.polite.host("a.test").resolving
+        assert count(sched, "dns_renew_errors") == 1
+        crawl.rest()
+        assert sorted(crawl.urls()) == ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
+        assert not sched.has_pending_requests()
+    finally:
+        sched.close("finished")
