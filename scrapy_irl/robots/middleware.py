@@ -200,7 +200,7 @@ class RobotsCacheMiddleware:
             return
         if request.url.startswith(("data:", "file:")):
             return
-        cached = await self.robot_parser(request, checked_until=self._checked_until(request))
+        cached = await self.robot_parser(request, checked=request.meta.get(CHECKED_META))
         if cached is None:
             return
         if (
@@ -237,21 +237,19 @@ class RobotsCacheMiddleware:
             self.stats.inc_value("robotstxt/forbidden")
             raise IgnoreRequest("Forbidden by robots.txt")
 
-    def _checked_until(self, request: Request) -> float | None:
-        """Until when the scheduler vouches for this request's robots.txt check (see
-        CHECKED_META), or None: no flag, a malformed one, or one naming another origin
-        (a meta dict copied into a request for another site is no check of it)."""
-        flag = request.meta.get(CHECKED_META)
+    @staticmethod
+    def _checked_until(flag: Any, origin: str) -> float | None:
+        """Until when the scheduler vouches for a request's robots.txt check (``flag``,
+        its CHECKED_META), or None: no flag, a malformed one, or one naming another
+        origin (a meta dict copied into a request for another site is no check of it)."""
         if flag is None:
             return None
         try:
-            origin, until = flag
+            flagged_origin, until = flag
             until = float(until)
         except (TypeError, ValueError):
             return None
-        if origin != origin_of(urlparse_cached(request)):
-            return None
-        return until
+        return until if flagged_origin == origin else None
 
     # -- lookups ---------------------------------------------------------------------------
     def cached(self, url_or_request: Request) -> CachedRobots | None:
@@ -267,15 +265,16 @@ class RobotsCacheMiddleware:
         )
 
     async def robot_parser(
-        self, request: Request, *, fresh_for: float = 0.0, checked_until: float | None = None
+        self, request: Request, *, fresh_for: float = 0.0, checked: Any = None
     ) -> CachedRobots | None:
         """Rules for the request's origin: from RAM, from LevelDB, or fetched once.
 
         ``fresh_for``: a cached record expiring within this many seconds is fetched
         again now (the IRL scheduler renews it before a request it hands out).
-        ``checked_until``: the IRL scheduler checked the request against the cached
-        record when it handed it out (its rules fresh then, or fetched in the host's
-        turn); until this time an expired record is used rather than fetched again. A
+        ``checked``: the request's CHECKED_META. The IRL scheduler checked the request
+        against the cached record when it handed it out (its rules fresh then, or
+        fetched in the host's turn); until the flag's time, for the flag's origin, an
+        expired record is used rather than fetched again. A
         fetch here goes outside the politeness heaps, the page right behind it, and
         with a TTL shorter than a host's wait each such request would bring one."""
         origin = origin_of(urlparse_cached(request))
@@ -287,6 +286,7 @@ class RobotsCacheMiddleware:
             now = self.clock()
             if cached.record.is_fresh(now + fresh_for):
                 return cached
+            checked_until = self._checked_until(checked, origin)
             if checked_until is not None and origin not in self._fetching:
                 if now <= checked_until:
                     self._inc("expired_but_checked")
@@ -331,8 +331,8 @@ class RobotsCacheMiddleware:
             except IgnoreRequest:
                 if robots_request.meta.get(_RECEIVED_META):
                     # The server answered and a middleware refused the response:
-                    # HttpCompressionMiddleware past DOWNLOAD_MAXSIZE once decompressed
-                    # (a gzip bomb). Unreadable, so unavailable: allow all for the TTL.
+                    # HttpCompressionMiddleware past IRL_ROBOTS_MAX_DECODED_BYTES (or
+                    # DOWNLOAD_MAXSIZE) once decompressed (a gzip bomb). Unreadable, so unavailable: allow all for the TTL.
                     # Storing nothing fetched it again for every request to the origin.
                     self._inc("response_dropped")
                     return self.cache.put(

@@ -342,10 +342,7 @@ class Politeness:
         """
         if host.in_flight or host.ready or ip == host.ip:
             raise ValueError(f"cannot move {host.name} from {host.ip} to {ip} now")
-        old = self.ips[host.ip]
-        old.budget_total -= host.budget
-        old.budget_hosts -= 1
-        old.queued -= len(host.queue)
+        self._leave_ip(host).queued -= len(host.queue)
         address = self.ips.get(ip)
         if address is None:
             address = self.ips[ip] = Ip(ip, ip_delay)
@@ -476,9 +473,14 @@ class Politeness:
     def _forget(self, host: Host) -> None:
         """Drop ``host`` from the table and from its IP's budget average."""
         del self.hosts[host.name]
+        self._leave_ip(host)
+
+    def _leave_ip(self, host: Host) -> Ip:
+        """Take ``host``'s budget out of its IP's average (it is forgotten or moves)."""
         address = self.ips[host.ip]
         address.budget_total -= host.budget
         address.budget_hosts -= 1
+        return address
 
     def backlog_seconds(self, host: Host) -> float:
         """How long the work already queued for ``host``, or for its IP, takes at tau_h/tau_s.

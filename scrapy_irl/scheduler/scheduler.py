@@ -191,11 +191,16 @@ def _ignored_settings(settings: Any) -> list[str]:
     return ignored
 
 
+def _renewal_margin(lifetime: float) -> float:
+    """How long before its expiry a record (robots.txt, DNS) is renewed at a hand-out: a
+    tenth of its life, at most 1 s. The request reaches the downloader middlewares, which
+    would renew it themselves outside the heaps, a little after its hand-out; a record
+    fetched just now is always fresh enough, so nothing loops."""
+    return min(1.0, max(0.0, lifetime) / 10)
+
+
 def _robots_margin(record: Any) -> float:
-    """How long before its expiry a robots.txt record is renewed at a hand-out: a tenth of
-    its life, at most 1 s (the request reaches RobotsCacheMiddleware a little after it is
-    handed out). A record fetched just now is always fresh enough: nothing loops."""
-    return min(1.0, max(0.0, record.expires_at - record.checked_at) / 10)
+    return _renewal_margin(record.expires_at - record.checked_at)
 
 
 def _host_key(hostname: str | None) -> str:
@@ -783,7 +788,7 @@ class IrlScheduler:
 
     def _dns_margin(self) -> float:
         """How long before its expiry a host's record is renewed in its turn."""
-        return min(1.0, self.resolver.ttl / 10)
+        return _renewal_margin(self.resolver.ttl)
 
     def _renew_dns(self) -> None:
         """Look up again the hosts the heaps held at their turn because their DNS record
@@ -801,7 +806,7 @@ class IrlScheduler:
         address, it moves there (queue, budget, Crawl-delay, last start) so that tau_s and
         the per-IP in-flight bound apply to the server the downloader will now connect
         to; a failed lookup, its URLs go the way of a first failed lookup."""
-        if self._closed or self.polite.hosts.get(host.name) is not host or not host.resolving:
+        if not self._still_held(host):
             return  # drained at close: its URLs went back to BEAST
         if not record.ok or record.ip is None:
             self.counts["dns_renew_failed"] += 1
@@ -833,11 +838,16 @@ class IrlScheduler:
         closing: logged, and the host goes on at its old address, to be looked up again
         after IRL_DNS_RETRY_DELAY."""
         self._log_failure(failure, f"DNS renewal of {host.name}")
-        if self._closed or self.polite.hosts.get(host.name) is not host or not host.resolving:
+        if not self._still_held(host):
             return
         self.counts["dns_renew_errors"] += 1
         self.polite.resume(host, self.clock() + self.resolver.retry_delay)
         self._wake_engine()
+
+    def _still_held(self, host: Host) -> bool:
+        """Whether ``host`` still waits for its renewal (not drained at close, not
+        forgotten and added again meanwhile)."""
+        return not self._closed and self.polite.hosts.get(host.name) is host and host.resolving
 
     def _take_host_items(self, host: Host) -> list[Any]:
         """Take a held host out of the table with its pending URLs, and the URLs that wait
