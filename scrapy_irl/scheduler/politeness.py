@@ -384,7 +384,8 @@ class Politeness:
             self._schedule_ip(address)
         return start
 
-    def restarted(self, host: Host, now: float, *, host_too: bool = True) -> None:
+    def restarted(self, host: Host, now: float, *, host_too: bool = True,
+                  hop: bool = False) -> None:  # fmt: skip
         """The request of ``host`` really started at ``now`` (later than its hand-out).
 
         Moves both delays' reference points forward, so gaps hold between the moments
@@ -392,6 +393,8 @@ class Politeness:
         """
         if host_too:
             host.last_start = max(host.last_start, now)
+        if hop:  # a redirect hop counts for the host too: pages wait tau_h after it
+            host.hop_start = max(host.hop_start, now)
         # A robots.txt redirect hop books a host that may have no work queued: the table
         # can forget its IP (once tau_s after the booking passed) while the hop is slow.
         address = self.ips.get(host.ip)

@@ -295,6 +295,8 @@ class IrlScheduler:
         self._robots_hosts: dict[
             str, Host
         ] = {}  # robots.txt URL being fetched -> its host
+        # Those of its URLs that are redirect hops (requests the host's tau_h counts).
+        self._robots_hop_urls: set[str] = set()
         # id(request) -> its hand-out, until the request is over
         self._handed: dict[int, Handout] = {}
         # record -> the Request it was written from, while something else still holds
@@ -1126,6 +1128,7 @@ class IrlScheduler:
         if self.memory is not None:
             self.memory.hopped(host)
         self._robots_hosts[url] = host
+        self._robots_hop_urls.add(url)
         return self._after(wait)
 
     def _after(self, seconds: float) -> Any:
@@ -1381,7 +1384,8 @@ class IrlScheduler:
         if (
             robots_host is not None
         ):  # our robots.txt fetch (or a redirect hop of it) starts now
-            self.polite.restarted(robots_host, self.clock(), host_too=False)
+            self.polite.restarted(robots_host, self.clock(), host_too=False,
+                                  hop=request.url in self._robots_hop_urls)  # fmt: skip
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
         entry = self._handed.pop(id(request), None)
@@ -1392,7 +1396,10 @@ class IrlScheduler:
         if request.meta.get("dont_obey_robotstxt"):
             robots_host = self._robots_hosts.pop(request.url, None)
             if robots_host is not None:
-                self.polite.restarted(robots_host, self.clock(), host_too=False)
+                hop = request.url in self._robots_hop_urls
+                self._robots_hop_urls.discard(request.url)
+                # timed from its end, as pages are (_correct_start)
+                self.polite.restarted(robots_host, self.clock(), host_too=False, hop=hop)
 
     def _finish(self, entry: Handout) -> None:
         """The request is over: its host (and IP) may be served again once due."""

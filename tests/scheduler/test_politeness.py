@@ -171,6 +171,20 @@ def test_reserve_books_the_ip():
     assert p.pop(2.0)[1] == "y"
 
 
+def test_a_redirect_hop_that_starts_late_delays_the_hosts_next_page_from_its_real_start():
+    """A hop booked for 1.0 that reaches the network at 1.4 (a busy reactor): the page
+    waited tau_h from 1.0 only, 0.6 s too early (seen in a loaded CI run)."""
+    p = make({"a": ("1", 2.0)}, ip_delay=1.0)
+    p.push("a", "robots")
+    p.push("a", "page")
+    host, _ = p.pop(0.0)  # the robots.txt fetch
+    assert p.reserve(host, 0.2) == 1.0  # its redirect hop, on the same host
+    p.restarted(host, 1.4, host_too=False, hop=True)  # request_reached_downloader
+    p.finished(host, 1.5, count_for_host=False)  # the robots.txt fetch is over
+    assert p.pop(3.3) is None
+    assert p.pop(3.4)[1] == "page"
+
+
 def test_set_delays_takes_effect_for_a_queued_host_and_its_ip():
     p = Politeness(max_in_flight_per_ip=1)
     host = p.add_host("a.example", "10.0.0.1", host_delay=10.0, ip_delay=1.0)
