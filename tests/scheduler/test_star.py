@@ -13,7 +13,10 @@ from scrapy_irl.scheduler.star import Star
     ("host", "pld"),
     [("www.bbc.co.uk", "bbc.co.uk"), ("a.b.example.com", "example.com"), ("127.0.0.1", "127.0.0.1"),
      ("h1.unknown-tld-xyz", "h1.unknown-tld-xyz"), ("WWW.Example.COM.", "example.com"),
-     ("u7.blogverse.com", "blogverse.com")],
+     ("u7.blogverse.com", "blogverse.com"),
+     # Suffixes the list does not know take its default rule "*": the last two labels.
+     ("s1.farm.test", "farm.test"), ("a.b.c.internal", "c.internal"), ("localhost", "localhost"),
+     ("site1.localhost", "site1.localhost"), ("::1", "::1"), ("co.uk", "co.uk")],
 )
 def test_pld_of(host, pld):
     assert pld_of(host) == pld
@@ -39,6 +42,19 @@ def test_indegree_counts_distinct_linking_plds_only(tmp_path):
     star.record_link("two.net", "target.org")
     star.flush()
     assert star.indegree("target.org") == 3
+
+
+def test_a_subdomain_farm_under_an_unknown_suffix_is_one_linking_pld(tmp_path):
+    """Under a suffix the list does not know, each subdomain used to be a PLD of its own:
+    twenty farm subdomains gave the target (and each other) an in-degree of 20."""
+    star, _ = run(tmp_path)
+    for i in range(20):
+        star.record_link(f"s{i}.farm.test", "www.target.test")
+        star.record_link(f"s{i}.farm.test", f"s{i + 1}.farm.test")
+    star.record_link("other.test", "target.test")
+    star.flush()
+    assert star.indegree("target.test") == 2
+    assert star.indegree("farm.test") == 0
 
 
 def test_admitted_count_and_budget_per_url(tmp_path):
