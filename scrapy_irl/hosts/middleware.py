@@ -15,6 +15,9 @@ would cost the request, which stock Scrapy (a fresh lookup per attempt) would no
 The wait holds the request's download slot, as a slow lookup does in stock Scrapy, for
 at most the sum of the retry delays (10 s + 20 s by default, below ``DNS_TIMEOUT``).
 The IRL scheduler never hands out such a request: it holds a host's URLs meanwhile.
+
+A request that goes through an HTTP proxy (:mod:`scrapy_irl.hosts.proxy`) is not
+resolved: the proxy resolves its name, which this machine may not know at all.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from twisted.internet import task
 from scrapy_irl import config
 from scrapy_irl.hosts.dns import HostResolver
 from scrapy_irl.hosts.paths import open_host_store
+from scrapy_irl.hosts.proxy import ProxyRoutes
 from scrapy_irl.hosts.store import HostStore
 
 try:  # Scrapy >= 2.14 wraps DNS failures in its own exception
@@ -105,6 +109,7 @@ class HostDnsMiddleware:
             self.store.release()
             raise
         self._closed = False
+        self.proxies = ProxyRoutes.from_settings(crawler.settings)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -124,6 +129,10 @@ class HostDnsMiddleware:
     ) -> Any:
         parts = urlparse_cached(request)
         if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        if self.proxies.proxied(parts.scheme, parts.hostname, request.meta):
+            # The proxy resolves the name; this machine's DNS may not know it at all.
+            self.crawler.stats.inc_value(f"{STAT_PREFIX}/proxied_requests")
             return None
         record = await self._resolve(parts.hostname)
         if not record.ok:

@@ -33,6 +33,7 @@ from w3lib.url import safe_url_string
 
 from scrapy_irl import config
 from scrapy_irl.hosts.paths import open_host_store
+from scrapy_irl.hosts.proxy import robots_meta
 from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
 from scrapy_irl.robots import reduce
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
@@ -130,7 +131,8 @@ class RobotsCacheMiddleware:
         #: Called before each redirect hop of a robots.txt fetch with the next URL; returns
         #: a Deferred firing when the hop may start. The IRL scheduler sets it so that hops
         #: respect its host and IP delays; None follows redirects at once.
-        self.hop_gate: Callable[[str], Deferred[None]] | None = None
+        # Called as hop_gate(url, route) with the hop's proxy choice (see robots_meta).
+        self.hop_gate: Callable[[str, dict[str, Any]], Deferred[None]] | None = None
         self._closed = False
         _BY_CRAWLER[id(crawler)] = self
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
@@ -316,9 +318,10 @@ class RobotsCacheMiddleware:
     ) -> CachedRobots | None:
         previous_record = previous.record if previous is not None else None
         url = f"{origin}/robots.txt"
+        route = robots_meta(request.meta)  # through the page's proxy, if it names one
         for hop in range(self.policy.max_redirects + 1):
             try:
-                robots_request = self._robots_request(url)
+                robots_request = self._robots_request(url, route)
             except ValueError:
                 self._inc("bad_redirect")
                 return self.cache.put(
@@ -369,7 +372,7 @@ class RobotsCacheMiddleware:
                     except ValueError:
                         url = ""
                     if self.hop_gate is not None:
-                        await maybe_deferred_to_future(self.hop_gate(url))
+                        await maybe_deferred_to_future(self.hop_gate(url, route))
                     continue
                 self._inc("redirect_limit")
             return await self._store_response(
@@ -377,10 +380,11 @@ class RobotsCacheMiddleware:
             )
         raise AssertionError("unreachable: the loop returns on its last hop")
 
-    def _robots_request(self, url: str) -> Request:
+    def _robots_request(self, url: str, route: dict[str, Any]) -> Request:
         """The request for one hop; a ValueError for anything but an http(s) URL, so a
         redirect to ``file:``, ``data:`` or ``ftp:`` is never followed (Scrapy's own
-        RedirectMiddleware refuses those too): the origin counts as bad_redirect."""
+        RedirectMiddleware refuses those too): the origin counts as bad_redirect.
+        ``route``: the page's ``meta["proxy"]``, if it had that key."""
         if urlsplit(url).scheme.lower() not in ("http", "https"):
             raise ValueError(f"not an http(s) URL: {url[:200]!r}")
         return Request(
@@ -392,6 +396,7 @@ class RobotsCacheMiddleware:
                 "dont_retry": True,  # failures back off through the cache instead
                 "handle_httpstatus_all": True,
                 MAX_BYTES_META: self.policy.max_bytes,  # see _bytes_received
+                **route,
             },
             callback=NO_CALLBACK,
         )

@@ -81,6 +81,9 @@ class Host:
     # if the record has expired again meanwhile (a TTL shorter than its wait for the IP),
     # or it would be held, and looked up, at every turn and never served.
     dns_renewed: bool = False
+    # Meta its robots.txt requests carry to go the way its pages go (a proxy named by
+    # the pages' meta); None: nothing to add.
+    robots_meta: dict[str, Any] | None = None
 
     def due_at(self) -> float:
         return self.last_start + self.delay

@@ -40,6 +40,7 @@ from scrapy_irl.exceptions import DrumError, FrontierCorruptionError
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import open_host_store
+from scrapy_irl.hosts.proxy import ProxyRoutes, robots_meta, server_key
 from scrapy_irl.hosts.records import RobotsKind
 from scrapy_irl.linksource import SOURCE_META_KEY
 from scrapy_irl.robots.middleware import CHECKED_META, robots_for
@@ -372,6 +373,7 @@ class IrlScheduler:
             self._host_store = open_host_store(settings)
             self._closers.insert(0, ("host store", self._host_store.release))  # last
         self.resolver = resolver_from_crawler(self.crawler, self._host_store)
+        self.proxies = ProxyRoutes.from_settings(settings)
         from twisted.internet import reactor
 
         self._call_later = reactor.callLater  # type: ignore[attr-defined]
@@ -741,15 +743,48 @@ class IrlScheduler:
         if host in self.polite.hosts:
             self._check_robots_and_queue(item, host)
             return
-        self._waiting += 1
         waiting = self._dns_wait.get(host)
         if waiting is not None:
+            self._waiting += 1
             waiting.append(item)
             return
+        route = self._proxy_route(item)
+        if route is not None:
+            self._add_proxied_host(host, _url_of(item), route)
+            self._check_robots_and_queue(item, host)
+            return
+        self._waiting += 1
         self._dns_wait[host] = [item]
         self.resolver.resolve(host).addCallback(self._resolved, host).addErrback(
             self._log_failure, f"DNS of {host}"
         )
+
+    def _proxy_route(self, item: Any) -> dict[str, Any] | None:
+        """For a host about to be added: None if its first item goes direct (the host is
+        resolved), else what its robots.txt requests must carry to take the same proxy
+        (see :mod:`scrapy_irl.hosts.proxy`). A record's meta is read by a plain unpickle;
+        an unreadable one goes the direct way (its hand-out drops it, counted)."""
+        parts = _url_parts(_url_of(item))
+        if isinstance(item, Request):
+            meta = item.meta
+        else:
+            try:
+                meta = self.codec.meta_of(record_blob(item.record))
+            except ValueError:
+                return None
+        if not self.proxies.proxied(parts.scheme.lower(), parts.hostname, meta):
+            return None
+        return robots_meta(meta)
+
+    def _add_proxied_host(self, name: str, url: str, route: dict[str, Any]) -> Host:
+        """A host reached through a proxy: no DNS lookup (the proxy resolves its name, and
+        this machine may not know it). Which server stands behind the proxy is unknown,
+        so the host is its own "address" in the IP heap: tau_h, Crawl-delay and one
+        request in flight per host hold; tau_s cannot group its virtual hosts."""
+        self.counts["proxied_hosts_added"] += 1
+        host = self._add_host(name, server_key(name), self._cached_crawl_delay(url))
+        host.robots_meta = route  # never expires: dns_expires stays inf
+        return host
 
     def _resolved(self, record: DnsRecord, host: str) -> None:
         items = self._dns_wait.pop(host, [])
@@ -1062,21 +1097,24 @@ class IrlScheduler:
         though it is fresh for a moment more, or the middleware would fetch it right
         after, outside the heaps."""
         assert self.robots is not None
-        probe = Request(marker.origin + "/", meta={"dont_obey_robotstxt": False})
+        probe = Request(marker.origin + "/",
+                        meta={"dont_obey_robotstxt": False, **(host.robots_meta or {})})  # fmt: skip
         self._robots_hosts[marker.origin + "/robots.txt"] = host
         cached = self.robots.cache.get(marker.origin) if renew else None
         fresh_for = _robots_margin(cached.record) if cached is not None else 0.0
         d = deferred_from_coro(self.robots.robot_parser(probe, fresh_for=fresh_for))
         d.addBoth(self._robots_done, host, marker.origin)
 
-    def _robots_hop_gate(self, url: str) -> Any:
+    def _robots_hop_gate(self, url: str, route: dict[str, Any] | None = None) -> Any:
         """Delay a robots.txt redirect hop until its IP is due, booked in the heaps.
 
         A host not in the politeness table (another name, as example.com ->
         www.example.com, or one forgotten since) is resolved first, through the
         HostResolver (once per TTL), and added: its IP's tau_s then holds before the hop
-        and after it, as for any request to that IP. The gate is a Deferred the robots
-        middleware waits on; next_request is never held up by it."""
+        and after it, as for any request to that IP. A hop through a proxy (``route``:
+        the robots.txt request's proxy meta, or the environment's) is not resolved: its
+        host is added as its own address (:meth:`_add_proxied_host`). The gate is a
+        Deferred the robots middleware waits on; next_request is never held up by it."""
         from twisted.internet import defer
 
         try:
@@ -1089,6 +1127,9 @@ class IrlScheduler:
         host = self.polite.host(name)
         if host is not None:
             return self._hop_when_due(host, url)
+        route = route or {}
+        if self.proxies.proxied(parts.scheme.lower(), name, route):
+            return self._hop_when_due(self._add_proxied_host(name, url, route), url)
         self.counts["robots_hops_resolved"] += 1
         resolving = self.resolver.resolve(name)
         resolving.addCallback(self._hop_resolved, name, url)

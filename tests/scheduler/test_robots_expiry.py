@@ -239,6 +239,23 @@ def test_a_hop_to_a_name_that_does_not_resolve_goes_at_once(fake_time):
     assert sched.counts["robots_hop_unresolved"] == 1
 
 
+def test_a_hop_through_a_proxy_is_not_resolved_and_is_booked_on_its_own_host(fake_time):
+    # The proxy resolves the name; this machine's DNS may not know it (every host of a
+    # crawl through a proxy failed its lookup and lost its URLs).
+    sched, robots, web, clock = fake_time
+    resolver, waits = _gated(sched)
+    gate = sched._robots_hop_gate("http://www.b.test/robots.txt", {"proxy": "http://127.0.0.1:1"})
+    assert fired(gate) and resolver.pending == {}
+    assert waits == [0.0]  # its own new "address": due at once
+    host = sched.polite.hosts["www.b.test"]
+    assert host.ip == "proxied:www.b.test" and host.robots_meta == {"proxy": "http://127.0.0.1:1"}
+    assert sched._robots_hosts["http://www.b.test/robots.txt"] is host
+    assert sched.counts["proxied_hosts_added"] == 1
+    # "proxy": None in the page's meta: direct, resolved as before.
+    sched._robots_hop_gate("http://www.c.test/robots.txt", {"proxy": None})
+    assert "www.c.test" in resolver.pending
+
+
 @pytest.mark.parametrize("url", ["", "ftp://a.test/robots.txt", "http://[oops/robots.txt"])
 def test_a_hop_the_middleware_will_not_send_is_not_waited_for(fake_time, url):
     sched, robots, web, clock = fake_time
