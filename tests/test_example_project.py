@@ -77,6 +77,24 @@ def test_broad_reports_bad_seed_lines(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_broad_crawls_start_urls_on_a_loopback_site_by_name(tmp_path: Path) -> None:
+    # -a start_urls= was ignored (simweb was crawled instead), and the project's simweb
+    # resolver refused "localhost": a site of one's own on loopback could not be crawled.
+    from tests.loopback_site import loopback_site
+
+    with loopback_site(size=12) as site:
+        port = site.server_address[1]
+        proc = run_broad(tmp_path, "-a", f"start_urls=http://localhost:{port}/page/1,not-a-url",
+                         "-s", "CLOSESPIDER_TIMEOUT=30")  # fmt: skip
+        hits = dict(site.hits)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {f"/page/{n}" for n in range(12)} <= set(hits), hits  # all of it, by name
+    assert "start_urls item 2 is not an http(s) URL: 'not-a-url'" in proc.stderr
+    assert "'broad/seeds': 1" in proc.stderr and "'broad/seeds_rejected': 1" in proc.stderr
+    assert "simweb serves" not in proc.stderr
+
+
+@pytest.mark.slow
 def test_a_resumed_jobdir_crawl_serves_simweb_on_the_same_port(tmp_path: Path) -> None:
     """Every URL in a JOBDIR's frontier names simweb's port: a resumed run must reuse it
     (it used to pick a new free port, so the resumed frontier pointed at nothing)."""

@@ -7,7 +7,10 @@ Settings (process settings: Scrapy reads ``TWISTED_DNS_RESOLVER`` only there)::
     # or, without a file: IRL_SIMWEB_SIZE / IRL_SIMWEB_SEED / IRL_SIMWEB_PLDS
 
 Names outside the web fail with :class:`~twisted.internet.error.DNSLookupError`, as for
-NXDOMAIN, so a crawl cannot leave loopback through DNS.
+NXDOMAIN, so a crawl cannot leave loopback through DNS; but ``localhost`` and its
+subdomains (RFC 6761), and names the hosts file (``/etc/hosts``) maps to a loopback
+address, resolve to that address: a project that keeps this resolver can still crawl a
+test site of its own on loopback (``-a seeds=...``). Nothing is ever asked of a DNS server.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.resolver import CachingThreadedResolver, dnscache
 from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
+from twisted.python.filepath import FilePath
 
 from scrapy_irl import config
 from scrapy_irl.simweb.config import MAX_PLDS, MIN_PLDS, SIZES, WebConfig
@@ -65,10 +69,12 @@ class SimwebResolver(CachingThreadedResolver):
     """Resolves simweb names to their 127.x address synchronously; everything else NXDOMAIN."""
 
     def __init__(
-        self, reactor: Any, web: Web, cache_size: int = 10000, timeout: float = 60.0
-    ) -> None:
+        self, reactor: Any, web: Web, cache_size: int = 10000, timeout: float = 60.0,
+        hosts_file: str | Path = "/etc/hosts",
+    ) -> None:  # fmt: skip
         super().__init__(reactor, cache_size, timeout)
         self.web = web
+        self.hosts_file = Path(hosts_file)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, reactor: Any) -> SimwebResolver:
@@ -82,12 +88,38 @@ class SimwebResolver(CachingThreadedResolver):
         return cls(reactor, web, cache_size, settings.getfloat("DNS_TIMEOUT"))
 
     def resolve(self, name: str) -> str | None:
-        """The address of ``name``: loopback IP literals as themselves, simweb names from the model."""
+        """The address of ``name``: loopback IP literals as themselves, simweb names from
+        the model, then localhost names and loopback entries of the hosts file."""
         try:
             literal = ipaddress.ip_address(name)
         except ValueError:
-            return self.web.resolve(name)
-        return str(literal) if literal.is_loopback else None
+            pass
+        else:
+            return str(literal) if literal.is_loopback else None
+        ip = self.web.resolve(name)
+        if ip is not None:
+            return ip
+        lowered = name.lower().rstrip(".")
+        if lowered == "localhost" or lowered.endswith(".localhost"):
+            return "127.0.0.1"
+        return self._hosts_file_loopback(lowered)
+
+    def _hosts_file_loopback(self, name: str) -> str | None:
+        """``name``'s address in the hosts file if it is a loopback one (read at each
+        lookup: answers are cached by Scrapy's dnscache and the host store anyway)."""
+        from twisted.names.hosts import searchFileForAll
+
+        try:
+            found = searchFileForAll(FilePath(str(self.hosts_file)), name.encode("idna"))
+        except (OSError, UnicodeError, ValueError):
+            return None
+        for address in found:
+            try:
+                if ipaddress.ip_address(address).is_loopback:
+                    return address
+            except ValueError:
+                continue
+        return None
 
     def getHostByName(
         self, name: str, timeout: Sequence[int] = ()

@@ -48,7 +48,6 @@ def test_maps_names_and_nxdomains_the_rest(tmp_path: Path) -> None:
     assert _result(resolver.getHostByName(f"u3.{BLOG_PLD}")) in web.blog_ips
     for unknown in (
         "example.com",
-        "localhost",
         f"gone1.{web.plds[0].name}",
         "10.0.0.1",
         "8.8.8.8",
@@ -56,6 +55,28 @@ def test_maps_names_and_nxdomains_the_rest(tmp_path: Path) -> None:
         failure = _result(resolver.getHostByName(unknown))
         assert failure.check(DNSLookupError), unknown
     assert _result(resolver.getHostByName("127.0.3.4")) == "127.0.3.4"
+
+
+def test_localhost_and_loopback_names_of_the_hosts_file_resolve(tmp_path: Path) -> None:
+    # A project keeping this resolver can crawl a loopback site of its own (-a seeds=):
+    # "localhost" and names a harness lists in /etc/hosts used to fail as NXDOMAIN.
+    from twisted.internet import reactor
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n127.0.0.7 site7.test shop.test\n"
+                     "10.1.2.3 outside.test\n::1 six.test\n")  # fmt: skip
+    web = web_for(WebConfig.sized("tiny", seed=5))
+    resolver = SimwebResolver(reactor, web, hosts_file=hosts)
+    assert _result(resolver.getHostByName("localhost")) == "127.0.0.1"
+    assert _result(resolver.getHostByName("a.b.localhost")) == "127.0.0.1"
+    assert _result(resolver.getHostByName("shop.test")) == "127.0.0.7"
+    assert _result(resolver.getHostByName("SITE7.test")) == "127.0.0.7"
+    assert _result(resolver.getHostByName("six.test")) == "::1"
+    for refused in ("outside.test", "missing.test"):  # not loopback, not listed
+        assert _result(resolver.getHostByName(refused)).check(DNSLookupError), refused
+    gone = SimwebResolver(reactor, web, hosts_file=tmp_path / "absent")
+    assert _result(gone.getHostByName("shop.test")).check(DNSLookupError)
+    assert _result(gone.getHostByName(web.hosts_of[3][0])) == web.resolve(web.hosts_of[3][0])
 
 
 def test_settings_without_file_pick_the_same_web() -> None:

@@ -2,6 +2,7 @@
 
     scrapy crawl broad                      # start simweb on loopback and crawl it
     scrapy crawl broad -a seeds=seeds.txt   # one URL a line; '#' comments and blanks skipped
+    scrapy crawl broad -a start_urls=http://localhost:8000/,http://127.0.0.2:8000/
     scrapy crawl broad -a simweb=1 -a requests_log=simweb.log
 
 With simweb, the server runs in a thread of this process and logs every request it serves;
@@ -41,13 +42,17 @@ def _read_port(path: Path) -> int | None:
 
 def read_seeds(path: Path) -> tuple[list[str], list[tuple[int, str]]]:
     """Valid http(s) URLs of a seed file, and the (line number, text) of rejected lines."""
+    # utf-8-sig: a byte-order mark (as some editors save) is not part of the first URL.
+    return parse_seeds(path.read_text(encoding="utf-8-sig", errors="replace").splitlines())
+
+
+def parse_seeds(lines: list[str]) -> tuple[list[str], list[tuple[int, str]]]:
+    """Valid http(s) URLs among ``lines``, and the (number, text) of rejected ones."""
     from urllib.parse import urlsplit
 
     good: list[str] = []
     bad: list[tuple[int, str]] = []
-    # utf-8-sig: a byte-order mark (as some editors save) is not part of the first URL.
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -81,6 +86,7 @@ class BroadSpider(scrapy.Spider):
     def __init__(
         self,
         seeds: str | None = None,
+        start_urls: str | None = None,
         simweb: str | None = None,
         requests_log: str = "simweb-requests.log",
         simweb_seeds: str = "10",
@@ -88,7 +94,9 @@ class BroadSpider(scrapy.Spider):
     ) -> None:
         super().__init__(**kwargs)
         self.seeds_path = Path(seeds) if seeds else None
-        self.use_simweb = bool(simweb) or self.seeds_path is None
+        # -a start_urls=URL,URL (Scrapy would set the string as the attribute as is)
+        self.given_urls = (start_urls or "").replace(",", " ").split()
+        self.use_simweb = bool(simweb) or (self.seeds_path is None and not self.given_urls)
         self.requests_log = Path(requests_log)
         self.simweb_seeds = int(simweb_seeds)
         self.links = LinkExtractor()
@@ -119,15 +127,27 @@ class BroadSpider(scrapy.Spider):
     async def start(self) -> AsyncIterator[Any]:
         for url in self._simweb_seeds:
             yield self._request(url)
+        good: list[str] = []
+        rejected = 0
+        if self.given_urls:
+            urls, bad = parse_seeds(self.given_urls)
+            for number, text in bad:
+                logger.warning("start_urls item %(n)d is not an http(s) URL: %(text)r",
+                               {"n": number, "text": text})
+            good += urls
+            rejected += len(bad)
         if self.seeds_path is not None:
-            good, bad = read_seeds(self.seeds_path)
+            urls, bad = read_seeds(self.seeds_path)
             for number, text in bad:
                 logger.warning("Seed file %(path)s line %(n)d is not an http(s) URL: %(text)r",
                                {"path": self.seeds_path, "n": number, "text": text})
+            good += urls
+            rejected += len(bad)
+        if self.given_urls or self.seeds_path is not None:
             self.crawler.stats.set_value("broad/seeds", len(good))
-            self.crawler.stats.set_value("broad/seeds_rejected", len(bad))
-            for url in good:
-                yield self._request(url)
+            self.crawler.stats.set_value("broad/seeds_rejected", rejected)
+        for url in good:
+            yield self._request(url)
 
     def parse(self, response: Response) -> Any:
         if not isinstance(response, (HtmlResponse, XmlResponse)):
