@@ -298,6 +298,11 @@ class Beast:
         self.requeued = 0
         self.front_pushed = 0
         self.parked_total = 0
+        #: Per producer, the last result epoch whose records this STATE holds (STAR's
+        #: pld_indegree): saved with the queues, so a producer whose acknowledgement a
+        #: kill prevented can tell, when it delivers that epoch again, that its records
+        #: are already queued (see :class:`~scrapy_irl.scheduler.star.Star`).
+        self.applied: dict[str, int] = {}
         self._queues: dict[int, _Queue] = {}
         self._draining: list[_Queue] = []
         self._resumed: list[_Queue] = []
@@ -396,6 +401,10 @@ class Beast:
         # Retired queues still owing records (held in RAM when the last run stopped).
         self._resumed = [q for q in self._draining if q.size > 0]
         self.rescans = state.get("rescans", 0)
+        applied = state.get("applied", {})  # absent in STATEs of earlier versions
+        if not isinstance(applied, dict):
+            raise TypeError(f"applied {applied!r} is not a mapping")
+        self.applied.update({str(k): int(v) for k, v in applied.items()})
 
     def _refuse_orphan_queues(self) -> None:
         """Queue files with data but no STATE: the frontier lost its index, not its data.
@@ -454,6 +463,7 @@ class Beast:
             "returning": [q.qid for q in self._returning],
             "draining": [q.qid for q in self._draining],
             "rescans": self.rescans,
+            "applied": self.applied,
             "cursors": {str(q.qid): list(q.cursor()) for q in self._queues.values()},
             "lengths": {str(q.qid): q.length for q in self._queues.values()},
         }

@@ -119,6 +119,7 @@ def build_star_and_beast(
         },
         cache_entries=star_cache_entries(settings),
         on_durable=beast.save,
+        applied=beast.applied,
     )
     star_holder.append(star)
     return star, beast

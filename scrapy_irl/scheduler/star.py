@@ -33,6 +33,8 @@ ADMIT_ONE = np.uint64(1)
 _LOW = (1 << 32) - 1
 _ADMIT = b"A"
 _EDGE = b"E"
+#: The key of pld_indegree's epochs in the consumer's ``applied`` ledger.
+APPLIED_KEY = "star/pld_indegree"
 
 Admitted = Callable[[bytes, int, int], None]  # record, B_x, P_x
 
@@ -60,6 +62,7 @@ class Star:
         cache_entries: int = 100_000,
         top_entries: int = 1000,
         on_durable: Callable[[], None] | None = None,
+        applied: dict[str, int] | None = None,
     ) -> None:
         options = {
             "buckets": 4,
@@ -76,6 +79,15 @@ class Star:
         self.links_seen = 0
         self.new_edges = 0
         self.admitted = 0
+        self.redelivered_skipped = 0
+        # pld_indegree's last result epoch whose admissions ``on_durable`` made durable,
+        # kept by the consumer in the same commit as the admitted records (BEAST's
+        # STATE). A kill after that commit and before pld_indegree's acknowledgement makes
+        # it deliver the epoch again at the next start: its admissions are then skipped,
+        # where they used to be queued a second time (each URL of the epoch fetched twice).
+        self._applied = applied if applied is not None else {}
+        self._on_durable = on_durable
+        self._delivered_epoch: int | None = None
         # Acknowledging a delivered epoch deletes its results, so what they produced must
         # be on disk first: new edges' degree updates in pld_indegree's bucket files, and
         # admitted URLs in BEAST (``on_durable``, BEAST's save).
@@ -87,7 +99,7 @@ class Star:
             merge=_add,
             store_aux=True,
             on_results=self._on_plds,
-            before_ack=on_durable,
+            before_ack=self._plds_durable,
             **options,
         )
 
@@ -119,8 +131,16 @@ class Star:
                 hash64(dst.decode("utf-8")), DEGREE_ONE.tobytes(), _EDGE + dst
             )
 
+    def _plds_durable(self) -> None:
+        if self._delivered_epoch is not None:
+            self._applied[APPLIED_KEY] = max(self._delivered_epoch, self._applied.get(APPLIED_KEY, -1))
+        if self._on_durable is not None:
+            self._on_durable()
+
     def _on_plds(self, batch: Any) -> None:
         values = batch.values
+        self._delivered_epoch = batch.epoch
+        already = batch.epoch <= self._applied.get(APPLIED_KEY, -1)
         for i in range(len(batch)):
             aux = batch.aux(i)
             before = int(values[i])
@@ -131,6 +151,9 @@ class Star:
             name, _, record = aux[1:].partition(b"\x00")
             pld = name.decode("utf-8")
             self._remember(pld, degree, admitted + 1)
+            if already:  # queued before the kill that prevented the acknowledgement
+                self.redelivered_skipped += 1
+                continue
             self.admitted += 1
             self.on_admitted(record, self.policy(degree), admitted)
 
@@ -187,6 +210,7 @@ class Star:
             "links_seen": self.links_seen,
             "pld_edges": self.new_edges,
             "admitted": self.admitted,
+            "redelivered_skipped": self.redelivered_skipped,
             "plds": len(self.plds),
             "pending": self.pending,
             "merges": self.edges.stats.merges + self.plds.stats.merges,

@@ -9,6 +9,7 @@ as far as files are concerned) right after the merges.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,52 @@ def test_a_kill_right_after_the_merges_loses_no_url(tmp_path: Path, merged: str)
         got.add(record_url(item[0]))
         beast.done(item[1])
     assert got == {record_url(url(i)) for i in range(N)}
+
+
+class Crash(BaseException):
+    """Stands for SIGKILL: nothing after it runs (BaseException skips except Exception)."""
+
+
+def abandon(*drums) -> None:
+    """Release what the kernel releases when a process dies; write nothing."""
+    for drum in drums:
+        for bucket in drum._buckets:
+            bucket.close()
+        os.close(drum._lock_fd)
+
+
+def test_a_kill_after_beast_saved_stars_results_queues_no_url_twice(tmp_path: Path, monkeypatch):
+    """pld_indegree's results reach BEAST, BEAST saves (before_ack), and the kill comes
+    before pld_indegree's acknowledgement: the next start delivers that epoch again. Its
+    URLs were queued once more (every URL of the epoch fetched twice after one kill)."""
+    from scrapy_irl.drum import store
+
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    for i in range(N):
+        urlseen.check_update(i + 1, None, url(i))
+    urlseen.merge()  # delivered to STAR, acknowledged
+    real = store.write_manifest
+
+    def dying(path, manifest, fsync=True):
+        if Path(path) == star.plds.path and not manifest.pending_delivery:
+            raise Crash  # the acknowledgement, after BEAST's save
+        return real(path, manifest, fsync=fsync)
+
+    monkeypatch.setattr(store, "write_manifest", dying)
+    with pytest.raises(Crash):
+        star.flush()
+    monkeypatch.undo()
+    abandon(urlseen, star.edges, star.plds)
+
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    urlseen.merge()
+    star.flush()
+    got = []
+    for _ in range(10 * N):  # bounded
+        item = beast.pop()
+        if item is None:
+            break
+        got.append(record_url(item[0]))
+        beast.done(item[1])
+    assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
+    assert star.redelivered_skipped == N
