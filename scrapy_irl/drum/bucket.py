@@ -158,12 +158,16 @@ class Bucket:
 
     # -- reading back ----------------------------------------------------------------------
 
-    def recover(self) -> int:
+    def recover(self, *, repair: bool = True) -> int:
         """Validate both files after a restart, cut torn tails; returns records dropped.
 
         Called on open for the current epoch's buckets. A torn kv frame drops its batch
         (it was never fully written out); a surplus aux frame (its kv frame never made it)
         is cut too. Anything a crash cannot explain raises DrumCorruptionError.
+
+        ``repair=False`` (the buckets of an epoch whose results are still owed): the files
+        were whole when the epoch was merged, so no kill can have torn them since; a torn
+        tail or a surplus aux frame is damage, refused without cutting anything.
         """
         kv_data = _read(self.kv_path)
         kv_scan = scan_frames(kv_data, MAGIC_KV, str(self.kv_path))
@@ -195,6 +199,13 @@ class Bucket:
                     f"aux frames in {self.aux_path.name}; a crash leaves at most one aux "
                     "frame ahead, so key frames were lost (file truncated or replaced)"
                 )
+            if not repair and (aux_scan.torn_bytes or surplus):
+                raise DrumCorruptionError(
+                    f"{self.aux_path}: {aux_scan.torn_bytes} bytes after the last whole frame "
+                    f"and {len(surplus)} aux frames without key frames, in an epoch merged "
+                    "with its results still owed (its files were whole at the merge: damaged "
+                    "since, not torn by a kill)"
+                )
             dropped += sum(f.count for f in surplus)
             aux_end = aux_scan.frames[keep_frames - 1].end if keep_frames else 0
             if aux_scan.torn_bytes or surplus:
@@ -209,6 +220,12 @@ class Bucket:
         # A kill leaves at most one batch unfinished (aux frame first, then key frame):
         # a whole aux frame without its key frame was counted above; otherwise a torn key
         # frame, or a torn aux frame, tells how many records the lost batch held.
+        if not repair and kv_scan.torn_bytes:
+            raise DrumCorruptionError(
+                f"{self.kv_path}: {kv_scan.torn_bytes} bytes after the last whole frame, in "
+                "an epoch merged with its results still owed (its files were whole at the "
+                "merge: truncated or damaged since, not torn by a kill)"
+            )
         if not dropped:
             if kv_scan.torn_bytes:
                 dropped = _torn_count(kv_data, kv_scan.valid_length)

@@ -308,7 +308,7 @@ class Drum:
         self.stats.cache_keys = self._manifest.cache_count
         for epoch in self._manifest.pending_delivery:
             for bucket in self._make_buckets(epoch):
-                bucket.recover()
+                bucket.recover(repair=False)  # merged whole: nothing a kill could tear
         if self.sync_index:
             for bucket in self._buckets:
                 self._pending.add_many(self._updating_keys(bucket.read_records()))

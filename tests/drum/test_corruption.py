@@ -225,3 +225,16 @@ def test_a_write_that_fails_part_way_leaves_no_broken_frame(tmp_path: Path, monk
         assert drum.pending_tuples == 80
         assert drum.merge() == 80
     assert sorted(seen) == sorted([b"first-%d" % k for k in range(40)] + [b"second-%d" % k for k in range(40, 80)])
+
+
+def test_a_cut_key_file_of_an_epoch_owing_results_is_refused_not_cut(tmp_path: Path) -> None:
+    """Its files were whole when the epoch was merged, so a short tail is damage, not a
+    kill's torn write: it used to be cut at open (a frame's tuples gone for good) and the
+    store refused only later, at delivery, in the middle of a crawl."""
+    build(tmp_path, owe_results=True)
+    owed = only(tmp_path, "bucket-0000.0000000001.kv.drum")
+    truncate(owed, owed.stat().st_size - 3)
+    before = owed.read_bytes()
+    with pytest.raises(DrumCorruptionError, match="results still owed"):
+        reopen(tmp_path)
+    assert owed.read_bytes() == before
