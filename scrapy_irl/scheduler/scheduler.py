@@ -36,7 +36,7 @@ from twisted.internet import task
 from scrapy_irl import config
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.drum import CHECK
-from scrapy_irl.exceptions import DrumError, FrontierCorruptionError
+from scrapy_irl.exceptions import DrumError, FrontierCorruptionError, IrlError
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import open_host_store
@@ -333,13 +333,28 @@ class IrlScheduler:
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self, spider: Spider) -> None:
-        """Lock the frontier directory, then open the stores; a failure closes what opened."""
-        self._lock.acquire()
+        """Lock the frontier directory, then open the stores; a failure closes what opened.
+
+        A refusal (a damaged or foreign frontier, a directory another process holds) is
+        logged first as one ERROR line that says what to do: Scrapy's engine then logs
+        its own follow-on errors ("Scraper close failure", ...), which read as the cause.
+        """
         try:
-            self._open_stores(spider)
-        except BaseException:
-            self._closed = True
-            self._shut_down()
+            self._lock.acquire()
+            try:
+                self._open_stores(spider)
+            except BaseException:
+                self._closed = True
+                self._shut_down()
+                raise
+        except IrlError as exc:
+            logger.error(
+                "Refusing to start the crawl: %(error)s (%(kind)s). Frontier directory: "
+                "%(path)s. Its files are left as they are: repair or restore them to resume, "
+                "or use another JOBDIR to crawl from scratch.",
+                {"error": exc, "kind": type(exc).__name__, "path": self.path},
+                extra={"spider": spider},
+            )
             raise
         self._opened = True
 
