@@ -19,7 +19,7 @@ PROJECT = ROOT / "example_project"
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), str(ROOT)])}
 
 
-def run_broad(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_broad(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "scrapy", "crawl", "broad",
          "-s", "IRL_SIMWEB_SIZE=tiny", "-s", "CLOSESPIDER_PAGECOUNT=150",
@@ -28,7 +28,7 @@ def run_broad(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
          "-s", "IRL_HOST_DELAY=1", "-s", "IRL_HOST_DELAY_MIN=0.5",
          "-s", "IRL_IP_DELAY=0.2", "-s", "IRL_IP_DELAY_MIN=0.1",
          "-a", f"requests_log={tmp_path / 'requests.log'}", *args],
-        cwd=PROJECT, env=ENV, capture_output=True, text=True, timeout=180,
+        cwd=PROJECT, env=env or ENV, capture_output=True, text=True, timeout=180,
     )
 
 
@@ -74,6 +74,17 @@ def test_broad_reports_bad_seed_lines(tmp_path: Path) -> None:
     assert "line 3 is not an http(s) URL: 'not a url'" in proc.stderr
     assert "line 4 is not an http(s) URL" in proc.stderr
     assert "'broad/seeds_rejected': 2" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_simweb_crawl_ignores_a_proxy_in_the_environment(tmp_path: Path) -> None:
+    # With http_proxy set (as on many CI machines), every simweb request went to the
+    # proxy, which cannot know simweb's names: here a closed port, so nothing was fetched.
+    env = {**ENV, "http_proxy": "http://127.0.0.1:9", "no_proxy": ""}
+    proc = run_broad(tmp_path, "-s", "CLOSESPIDER_PAGECOUNT=40", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "'finish_reason': 'closespider_pagecount'" in proc.stderr, proc.stderr[-3000:]
+    assert "irl_dns/proxied_requests" not in proc.stderr
 
 
 @pytest.mark.slow

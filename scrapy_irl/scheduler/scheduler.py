@@ -763,9 +763,10 @@ class IrlScheduler:
             self._waiting += 1
             waiting.append(item)
             return
-        route = self._proxy_route(item)
-        if route is not None:
-            self._add_proxied_host(host, _url_of(item), route)
+        meta = self._meta_of(item)
+        parts = _url_parts(_url_of(item))
+        if self.proxies.proxied(parts.scheme.lower(), parts.hostname, meta):
+            self._add_proxied_host(host, _url_of(item), robots_meta(meta))
             self._check_robots_and_queue(item, host)
             return
         self._waiting += 1
@@ -774,22 +775,16 @@ class IrlScheduler:
             self._log_failure, f"DNS of {host}"
         )
 
-    def _proxy_route(self, item: Any) -> dict[str, Any] | None:
-        """For a host about to be added: None if its first item goes direct (the host is
-        resolved), else what its robots.txt requests must carry to take the same proxy
-        (see :mod:`scrapy_irl.hosts.proxy`). A record's meta is read by a plain unpickle;
-        an unreadable one goes the direct way (its hand-out drops it, counted)."""
-        parts = _url_parts(_url_of(item))
+    def _meta_of(self, item: Any) -> dict[str, Any]:
+        """A queued item's meta, for its host's proxy choice (see
+        :mod:`scrapy_irl.hosts.proxy`): a record's by a plain unpickle; an unreadable one
+        gives {} (its hand-out drops it, counted)."""
         if isinstance(item, Request):
-            meta = item.meta
-        else:
-            try:
-                meta = self.codec.meta_of(record_blob(item.record))
-            except ValueError:
-                return None
-        if not self.proxies.proxied(parts.scheme.lower(), parts.hostname, meta):
-            return None
-        return robots_meta(meta)
+            return item.meta
+        try:
+            return self.codec.meta_of(record_blob(item.record))
+        except ValueError:
+            return {}
 
     def _add_proxied_host(self, name: str, url: str, route: dict[str, Any]) -> Host:
         """A host reached through a proxy: no DNS lookup (the proxy resolves its name, and
@@ -812,6 +807,9 @@ class IrlScheduler:
         crawl_delay = self._cached_crawl_delay(_url_of(items[0])) if items else None
         added = self._add_host(host, record.ip, crawl_delay)
         added.dns_expires = self._dns_deadline(host, record)
+        # Its robots.txt goes the way its pages go: "proxy": None keeps it off an
+        # environment proxy too.
+        added.robots_meta = robots_meta(self._meta_of(items[0])) if items else None
         for item in items:
             self._check_robots_and_queue(item, host)
         self._wake_engine()
@@ -1147,11 +1145,12 @@ class IrlScheduler:
             return self._hop_when_due(self._add_proxied_host(name, url, route), url)
         self.counts["robots_hops_resolved"] += 1
         resolving = self.resolver.resolve(name)
-        resolving.addCallback(self._hop_resolved, name, url)
+        resolving.addCallback(self._hop_resolved, name, url, route)
         resolving.addErrback(self._hop_not_resolved, url)
         return resolving
 
-    def _hop_resolved(self, record: DnsRecord, name: str, url: str) -> Any:
+    def _hop_resolved(self, record: DnsRecord, name: str, url: str,
+                      route: dict[str, Any] | None = None) -> Any:  # fmt: skip
         """The hop's host resolved: add it to the table (if it is not there by now) and book
         the hop on its IP. A failed lookup with retries left is retried first (the DNS
         middleware would make the hop wait for that retry, then send it unbooked); a
@@ -1162,12 +1161,13 @@ class IrlScheduler:
             if self.resolver.will_retry(record):
                 retry = self._after(record.expires_at - self.resolver.clock())
                 retry.addCallback(lambda _: self.resolver.resolve(name))
-                return retry.addCallback(self._hop_resolved, name, url)
+                return retry.addCallback(self._hop_resolved, name, url, route)
             self.counts["robots_hop_unresolved"] += 1
             return None
         host = self.polite.host(name)
         if host is None:
             host = self._add_host(name, record.ip, self._cached_crawl_delay(url))
+            host.robots_meta = route or None  # its own robots.txt, later: the same way
             host.dns_expires = self._dns_deadline(name, record)  # renewed in its turn too
         return self._hop_when_due(host, url)
 

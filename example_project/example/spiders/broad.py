@@ -165,7 +165,10 @@ class BroadSpider(scrapy.Spider):
             yield self._request(link.url)
 
     def _request(self, url: str) -> scrapy.Request:
-        return scrapy.Request(url, errback=self.on_error)
+        # simweb is on this machine's loopback addresses: a proxy from the environment
+        # (http_proxy, as many CI machines set) would get its requests instead.
+        meta = {"proxy": None} if self.use_simweb else None
+        return scrapy.Request(url, errback=self.on_error, meta=meta)
 
     def on_error(self, failure: Any) -> None:
         """Dead hosts, DNS failures and timeouts are part of a broad crawl: count them."""
