@@ -57,6 +57,9 @@ SHOWN_STATS = (
 
 
 def main() -> int:
+    from scrapy_irl.simweb.runner import bypass_proxies
+
+    bypass_proxies()  # every site here is on loopback
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--pages", type=int, default=5000, help="CLOSESPIDER_PAGECOUNT (default 5000)"

@@ -111,6 +111,9 @@ def _setting(item: str, parser: argparse.ArgumentParser) -> tuple[str, object]:
 
 
 def main() -> int:
+    from scrapy_irl.simweb.runner import bypass_proxies
+
+    bypass_proxies()  # every site here is on loopback
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=int, default=120, help="CLOSESPIDER_TIMEOUT of each crawl")
     p.add_argument("--size", choices=sorted(SIZES), default="default")

@@ -265,6 +265,9 @@ def at_frontier(probes: list[dict[str, Any]], size: int) -> dict[str, Any] | Non
 
 
 def main() -> int:
+    from scrapy_irl.simweb.runner import bypass_proxies
+
+    bypass_proxies()  # every site here is on loopback
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--urls", type=int, default=1_000_000, help="stop a run at this many enqueued")
     p.add_argument("--seconds", type=float, default=600, help="stop a run after this long")

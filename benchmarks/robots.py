@@ -179,6 +179,9 @@ def part_rss(hosts: int) -> list[dict]:
 
 
 def main() -> int:
+    from scrapy_irl.simweb.runner import bypass_proxies
+
+    bypass_proxies()  # every site here is on loopback
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pages", type=int, default=3000, help="CLOSESPIDER_PAGECOUNT per crawl")
     p.add_argument("--timeout", type=int, default=240, help="CLOSESPIDER_TIMEOUT per crawl")

@@ -61,6 +61,9 @@ def crawl_once(base_url: str, mode: str, hosts_dir: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
+    from scrapy_irl.simweb.runner import bypass_proxies
+
+    bypass_proxies()  # every site here is on loopback
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--inflate-mb", type=int, default=400,
                         help="MB the robots.txt inflates to (default 400)")  # fmt: skip

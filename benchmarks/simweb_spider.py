@@ -53,6 +53,9 @@ FIXED = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    from scrapy_irl.simweb.runner import bypass_proxies
+
+    bypass_proxies()  # every site here is on loopback
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--config",

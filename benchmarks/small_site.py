@@ -40,6 +40,9 @@ def crawl_once(base_url: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[float]]:
+    from scrapy_irl.simweb.runner import bypass_proxies
+
+    bypass_proxies()  # every site here is on loopback
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pages", type=int, default=64)
     p.add_argument("--runs", type=int, default=3)

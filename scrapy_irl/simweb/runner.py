@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,3 +106,20 @@ def serve_in_thread(
             thread.join(STOP_TIMEOUT)
             if not thread.is_alive():
                 loop.close()
+
+
+#: The environment variables that send Scrapy's (and urllib's) requests through a proxy.
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def bypass_proxies() -> list[str]:
+    """Remove proxy variables from this process's environment (its children inherit it).
+
+    simweb and the benchmarks' sites are on loopback: with ``http_proxy`` set, as CI
+    machines often have it for package downloads, every request of a crawl would go to
+    the proxy, stock Scrapy's and scrapy-irl's alike. Returns the names removed.
+    """
+    names = [name for name in os.environ if name.lower() in PROXY_VARIABLES]
+    for name in names:
+        del os.environ[name]
+    return names

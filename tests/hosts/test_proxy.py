@@ -53,3 +53,17 @@ def test_robots_requests_take_the_pages_proxy_choice():
     assert robots_meta({"proxy": "http://p:1", "depth": 2}) == {"proxy": "http://p:1"}
     assert robots_meta({"proxy": None}) == {"proxy": None}
     assert robots_meta({"depth": 2}) == {}
+
+
+def test_bypass_proxies_clears_the_proxy_variables_only(env):
+    import os
+
+    from scrapy_irl.simweb.runner import bypass_proxies
+
+    env.setenv("http_proxy", "http://127.0.0.1:9")
+    env.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    env.setenv("no_proxy", "localhost")
+    assert sorted(bypass_proxies()) == ["HTTPS_PROXY", "http_proxy"]
+    assert "http_proxy" not in os.environ and "HTTPS_PROXY" not in os.environ
+    assert os.environ["no_proxy"] == "localhost"
+    assert not routes().proxied("http", "a.test", {})
