@@ -1,0 +1,146 @@
+"""Ask a persisted robots.txt cache about URLs, without Scrapy running.
+
+    python -m scrapy_irl.robots STORE URL [URL ...] [--user-agent UA] [--json]
+    python -m scrapy_irl.robots STORE --list [--json]
+
+``STORE`` is a host store directory (``IRL_HOSTS_DIR``, ``JOBDIR/irl/hosts``, or a
+project's ``.scrapy/irl/hosts``); a JOBDIR is accepted too. For each URL: its origin,
+what the cache holds for it (rules, allow all, disallow all, or nothing), whether that
+record is still fresh, whether the user agent may fetch the URL by it, and its
+Crawl-delay. Nothing is fetched (an undecodable record is dropped, as a crawl would). LevelDB lets one process open a
+store: while a crawl holds it, this refuses and says so (copy the directory to read it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from scrapy_irl.exceptions import HostStoreError
+from scrapy_irl.hosts.records import RobotsKind
+from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.robots.cache import CachedRobots, RobotsCache
+from scrapy_irl.robots.origin import origin_of
+
+KIND_NAMES = {RobotsKind.RULES: "rules", RobotsKind.ALLOW_ALL: "allow all",
+              RobotsKind.DISALLOW_ALL: "disallow all"}  # fmt: skip
+
+
+def store_path(given: str) -> Path:
+    """The host store in ``given`` (itself, or a JOBDIR's ``irl/hosts``); a clear error
+    for a directory that holds none (opening would create an empty one)."""
+    path = Path(given)
+    for candidate in (path, path / "irl" / "hosts"):
+        if (candidate / "CURRENT").is_file():
+            return candidate
+    raise HostStoreError(
+        f"{given} holds no host store (no LevelDB CURRENT file in it or in its irl/hosts)"
+    )
+
+
+def _parse(body: bytes) -> Any:
+    from protego import Protego
+
+    return _ProtegoRules(Protego.parse(body.decode("utf-8", "replace")))
+
+
+class _ProtegoRules:
+    """Protego as a RuleSet (as Scrapy's ProtegoRobotParser, without a crawler)."""
+
+    def __init__(self, rp: Any) -> None:
+        self.rp = rp
+
+    def allowed(self, url: str | bytes, user_agent: str | bytes) -> bool:
+        return bool(self.rp.can_fetch(_text(url), _text(user_agent)))
+
+    def crawl_delay(self, user_agent: str | bytes) -> float | None:
+        value = self.rp.crawl_delay(_text(user_agent))
+        return None if value is None else float(value)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def describe(cache: RobotsCache, url: str, user_agent: str, now: float) -> dict[str, Any]:
+    """What the cache says about ``url`` for ``user_agent`` (JSON-ready)."""
+    try:
+        origin = origin_of(urlsplit(url))
+    except ValueError:
+        origin = None
+    if origin is None:
+        return {"url": url, "error": "not a URL with a host"}
+    cached = cache.get(origin)
+    if cached is None:
+        return {"url": url, "origin": origin, "cached": False}
+    return {"url": url, "origin": origin, "cached": True, **_record(cached, now),
+            "allowed": cached.allowed(url, user_agent),
+            "crawl_delay": cached.crawl_delay(user_agent)}  # fmt: skip
+
+
+def _record(cached: CachedRobots, now: float) -> dict[str, Any]:
+    record = cached.record
+    return {
+        "kind": KIND_NAMES[record.kind],
+        "status": record.status,
+        "fresh": record.is_fresh(now),
+        "fetched_at": record.fetched_at,
+        "expires_at": record.expires_at,
+        "failures": record.failures,
+        "bytes": len(record.body),
+    }
+
+
+def _line(info: dict[str, Any]) -> str:
+    if "error" in info:
+        return f"{info['url']}: {info['error']}"
+    if not info["cached"]:
+        return f"{info['url']}: nothing cached for {info['origin']} (the crawl would fetch it)"
+    verdict = "allowed" if info["allowed"] else "DISALLOWED"
+    state = "fresh" if info["fresh"] else "expired (the crawl would fetch it again)"
+    delay = f", Crawl-delay {info['crawl_delay']:g} s" if info["crawl_delay"] else ""
+    return (f"{info['url']}: {verdict} by {info['origin']}/robots.txt ({info['kind']}, "
+            f"HTTP {info['status']}, {state}{delay})")  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scrapy_irl.robots", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("store", help="host store directory (or a JOBDIR)")
+    parser.add_argument("urls", nargs="*", help="URLs to check")
+    parser.add_argument("--user-agent", default="*", help="user agent to check for (default *)")
+    parser.add_argument("--list", action="store_true", help="list every cached origin instead")
+    parser.add_argument("--json", action="store_true", help="one JSON object a line")
+    args = parser.parse_args(argv)
+    if not args.urls and not args.list:
+        parser.error("give URLs to check, or --list")
+    now = time.time()
+    try:
+        with HostStore(store_path(args.store)) as store:
+            cache = RobotsCache(store, _parse)
+            if args.list:
+                rows = [{"origin": o, **_record(c, now)} for o in store.robots_origins()
+                        if (c := cache.get(o)) is not None]  # fmt: skip
+                for row in rows:
+                    print(json.dumps(row) if args.json else
+                          f"{row['origin']}: {row['kind']}, HTTP {row['status']}, "
+                          f"{'fresh' if row['fresh'] else 'expired'}")  # fmt: skip
+                return 0
+            for url in args.urls:
+                info = describe(cache, url, args.user_agent, now)
+                print(json.dumps(info) if args.json else _line(info))
+    except HostStoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

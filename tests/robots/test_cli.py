@@ -1,0 +1,65 @@
+"""``python -m scrapy_irl.robots``: the persisted robots.txt cache asked without Scrapy."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
+from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.robots.__main__ import main
+
+RULES = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 3\n\nUser-agent: mybot\nDisallow: /\n"
+
+
+def make_store(path: Path) -> None:
+    now = time.time()
+    with HostStore(path) as store:
+        store.put_robots("http://a.test", RobotsRecord(RobotsKind.RULES, 200, now, now, now + 3600, 0, RULES))
+        store.put_robots("https://b.test:8443", RobotsRecord(RobotsKind.ALLOW_ALL, 404, now, now, now + 3600))
+        store.put_robots("http://c.test", RobotsRecord(RobotsKind.DISALLOW_ALL, 503, now - 99, now - 99,
+                                                       now - 1, 2))  # fmt: skip
+
+
+def run(capsys, *argv: str) -> tuple[int, list[str], str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out.splitlines(), out.err
+
+
+def test_urls_are_judged_by_the_stored_rules(tmp_path: Path, capsys) -> None:
+    make_store(tmp_path / "irl" / "hosts")  # a JOBDIR is accepted as well as the store
+    code, lines, _ = run(capsys, str(tmp_path), "http://A.test/x", "http://a.test/private/y",
+                         "https://b.test:8443/z", "http://c.test/", "http://d.test/", "nope")  # fmt: skip
+    assert code == 0
+    assert lines[0] == ("http://A.test/x: allowed by http://a.test/robots.txt (rules, HTTP 200, "
+                        "fresh, Crawl-delay 3 s)")  # fmt: skip
+    assert lines[1].startswith("http://a.test/private/y: DISALLOWED by http://a.test/robots.txt")
+    assert lines[2].startswith("https://b.test:8443/z: allowed by") and "allow all, HTTP 404" in lines[2]
+    assert "DISALLOWED" in lines[3] and "expired (the crawl would fetch it again)" in lines[3]
+    assert lines[4] == "http://d.test/: nothing cached for http://d.test (the crawl would fetch it)"
+    assert lines[5] == "nope: not a URL with a host"
+
+
+def test_user_agent_json_and_list(tmp_path: Path, capsys) -> None:
+    make_store(tmp_path)
+    code, lines, _ = run(capsys, str(tmp_path), "http://a.test/x", "--user-agent", "mybot", "--json")
+    info = json.loads(lines[0])
+    assert code == 0 and info["allowed"] is False and info["kind"] == "rules" and info["fresh"]
+    code, lines, _ = run(capsys, str(tmp_path), "--list")
+    assert code == 0 and sorted(lines) == [
+        "http://a.test: rules, HTTP 200, fresh",
+        "http://c.test: disallow all, HTTP 503, expired",
+        "https://b.test:8443: allow all, HTTP 404, fresh",
+    ]
+
+
+def test_a_missing_or_busy_store_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    code, _, err = run(capsys, str(tmp_path / "none"), "http://a.test/")
+    assert code == 2 and "holds no host store" in err
+    assert not (tmp_path / "none").exists()  # not created empty
+    make_store(tmp_path)
+    with HostStore(tmp_path):  # a crawl holding it
+        code, _, err = run(capsys, str(tmp_path), "http://a.test/")
+    assert code == 2 and "another crawl is using it" in err
