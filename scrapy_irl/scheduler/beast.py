@@ -573,10 +573,29 @@ class Beast:
             got = queue.pop()
             if got is not None:
                 return got[0][_ENTRY.size :], got[1]
+            if not self.qf.exhausted and all(q.exhausted for q in self.ring):
+                self._fast_forward()
+                continue
             self._advance()
             if all(q.exhausted for q in self.ring) and self.qf.exhausted:
                 return None
         return None
+
+    def _fast_forward(self) -> None:
+        """Every queue of the ring is empty and Q_F is not: re-read Q_F now.
+
+        Walking to the end of the ring (:meth:`_advance` per queue) retired each empty
+        queue and created a file for its successor: up to j file creations and reads per
+        Q_F re-read, when only Q_F holds work (every PLD over its budget, as with a few
+        big sites), 6 800 in 30 s of a 3-site crawl. Only queues that were written to are
+        retired here (read-out files must not grow forever); never-used ones stay.
+        """
+        for i, queue in enumerate(self.ring):
+            if queue.length or queue.outstanding:
+                self._draining.append(queue)
+                self.ring[i] = self._new_queue()
+        self.current = 0
+        self._rescan()
 
     def _advance(self) -> None:
         """Q_c is empty: retire its file and move on; past Q_j, re-read Q_F."""
