@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The margin is at most this share of the delay it pads: 0.1 s on a 2 s or 0.5 s delay
+#: as before, but 0.005 s on a 0.01 s one. A flat 0.1 s made "tiny" delays 0.11 s (one
+#: server at most ~9 requests a second), however small they were set.
+MARGIN_SHARE = 0.5
+
 
 @dataclass(frozen=True)
 class DelayPolicy:
@@ -20,8 +25,8 @@ class DelayPolicy:
     base_budget: float = 10.0  # B_0
     crawl_delay_max: float = 60.0
     margin: float = (
-        0.1  # added to both delays: bookkeeping happens before bytes hit the wire
-    )
+        0.1  # added to both delays (at most MARGIN_SHARE of them): bookkeeping happens
+    )  # before bytes hit the wire
 
     def __post_init__(self) -> None:
         if not 0 <= self.host_delay_min <= self.host_delay:
@@ -47,14 +52,17 @@ class DelayPolicy:
         delay = max(self.host_delay_min, min(self.host_delay, scaled))
         if crawl_delay:
             delay = max(delay, min(crawl_delay, self.crawl_delay_max))
-        return delay + self.margin
+        return self._padded(delay)
 
     def ip(self, average_budget: float) -> float:
         """tau_s: ip_delay * B_0 / (average budget of the server's PLDs), clamped."""
         scaled = (
             self.ip_delay * self.base_budget / max(average_budget, self.base_budget)
         )
-        return max(self.ip_delay_min, min(self.ip_delay, scaled)) + self.margin
+        return self._padded(max(self.ip_delay_min, min(self.ip_delay, scaled)))
+
+    def _padded(self, delay: float) -> float:
+        return delay + min(self.margin, MARGIN_SHARE * delay)
 
     def longest(self) -> float:
         """The longest delay any host or IP can get (how long a last start matters)."""

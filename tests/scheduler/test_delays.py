@@ -29,6 +29,16 @@ def test_margin_added():
     assert DelayPolicy(margin=0.1).host(10) == pytest.approx(10.1)
 
 
+def test_margin_is_at_most_half_the_delay_it_pads():
+    # A flat 0.1 s made relaxed delays of 0.01 s into 0.11 s gaps (~9 requests/s per IP).
+    tiny = DelayPolicy(host_delay=0.05, host_delay_min=0.05, ip_delay=0.01, ip_delay_min=0.01,
+                       margin=0.1)  # fmt: skip
+    assert tiny.ip(10) == pytest.approx(0.015)
+    assert tiny.host(10) == pytest.approx(0.075)
+    assert DelayPolicy(margin=0.1).ip(1000) == pytest.approx(0.25 + 0.1)  # defaults: as before
+    assert DelayPolicy(host_delay_min=0, host_delay=0, margin=0.1).host(10) == 0.0
+
+
 @pytest.mark.parametrize("kwargs", [{"host_delay": 1, "host_delay_min": 2}, {"ip_delay_min": -1}, {"margin": -1}])
 def test_invalid(kwargs):
     with pytest.raises(ValueError):
