@@ -187,11 +187,13 @@ class RobotsCacheMiddleware:
         The wire bytes stop at IRL_ROBOTS_MAX_BYTES, but 500 KiB of gzip can inflate
         a thousandfold, and the decompression limit is ``download_maxsize`` (1 GiB by
         default). Set at the first body bytes, not on the request: the download handler
-        has then already compared Content-Length with its own limit, which must stay
-        DOWNLOAD_MAXSIZE so a long plain robots.txt is cut, not cancelled.
+        has then already compared Content-Length with its own limit (none: the request
+        carries ``download_maxsize`` 0, see :meth:`_robots_request`), so a long plain
+        robots.txt is cut, not cancelled. The project's DOWNLOAD_MAXSIZE still bounds
+        the decompressed body when it is the lower limit.
         """
         cap = self.policy.max_decoded_bytes
-        configured = request.meta.get("download_maxsize", self._download_maxsize)
+        configured = self._download_maxsize
         request.meta["download_maxsize"] = min(cap, configured) if configured else cap
 
     # -- the middleware --------------------------------------------------------------------
@@ -396,6 +398,11 @@ class RobotsCacheMiddleware:
                 "dont_retry": True,  # failures back off through the cache instead
                 "handle_httpstatus_all": True,
                 MAX_BYTES_META: self.policy.max_bytes,  # see _bytes_received
+                # IRL_ROBOTS_MAX_BYTES cuts the body (_bytes_received), not the project's
+                # DOWNLOAD_MAXSIZE: the download handler cancels a response whose
+                # Content-Length, or whose bytes so far, pass that limit, and a robots.txt
+                # longer than it counted as unreachable (the whole site disallowed).
+                "download_maxsize": 0,
                 **route,
             },
             callback=NO_CALLBACK,

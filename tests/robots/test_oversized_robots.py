@@ -124,3 +124,48 @@ def test_a_gzip_robots_txt_within_max_decoded_bytes_is_cut_and_obeyed(tmp_path: 
     assert stats.get("irl_robots/truncated") == 1, log[-3000:]
     assert server.hits["/page/3"] == 0  # the rule at the top of the inflated file holds
     assert server.hits["/page/1"] == 1 and server.hits["/page/2"] == 1
+
+
+def long_robots_site(body: bytes, size: int = 16) -> _Server:
+    """The site, its ``/robots.txt`` answered with ``body`` and its Content-Length."""
+
+    class LongRobotsHandler(RobotsHandler):
+        def send_robots(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except OSError:  # the crawler stopped reading at IRL_ROBOTS_MAX_BYTES
+                pass
+
+    server = _Server(size)
+    server.RequestHandlerClass = LongRobotsHandler
+    return server
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("maxsize", "body"),
+    [
+        # Content-Length over DOWNLOAD_MAXSIZE: the download handler cancelled it unread.
+        (1_000_000, RULES + b"#" * 2_000_000 + b"\n"),
+        # DOWNLOAD_MAXSIZE under IRL_ROBOTS_MAX_BYTES: a rule past it was lost (cancelled).
+        (100_000, b"User-agent: *\n" + b"#" * 200_000 + b"\nDisallow: /page/3\n"),
+    ],
+)
+def test_a_long_robots_txt_is_read_up_to_max_bytes_whatever_download_maxsize(
+    tmp_path: Path, maxsize: int, body: bytes
+) -> None:
+    """A project's DOWNLOAD_MAXSIZE bounds its pages, not robots.txt: RFC 9309 asks for
+    500 KiB (IRL_ROBOTS_MAX_BYTES). Before, a robots.txt longer than DOWNLOAD_MAXSIZE was
+    cancelled by the download handler and counted as unreachable: the whole site was
+    disallowed."""
+    with serving(long_robots_site(body)) as server:
+        stats, log = crawl_with_robots_cache(server, tmp_path, DOWNLOAD_MAXSIZE=maxsize,
+                                             CONCURRENT_REQUESTS=1)  # fmt: skip
+    assert server.hits["/robots.txt"] == 1, server.hits
+    assert not stats.get("irl_robots/unreachable"), log[-3000:]
+    assert server.hits["/page/1"] == 1 and server.hits["/page/2"] == 1, log[-3000:]
+    assert server.hits["/page/3"] == 0  # the rule holds
