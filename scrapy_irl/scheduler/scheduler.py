@@ -1050,36 +1050,63 @@ class IrlScheduler:
             if isinstance(item, Request)
             else self._default_ua()
         )
-        if cached.allowed(url, user_agent) or self._allowed_anyway(cached, item, url):
-            if front:
-                self.polite.push(host, item, front=True)
-            else:
-                self._push_or_park(host, item)
+        if cached.allowed(url, user_agent):
+            self._queue_allowed(host, item, front=front)
             return
-        if cached.record.kind == RobotsKind.DISALLOW_ALL:
-            if cached.record.failures <= self.robots_retries:
-                self._hold_for_robots(cached.record, item, host)
-                return
-            self.stats.inc_value("irl_robots/unreachable_dropped")
-        else:
-            self.stats.inc_value("robotstxt/forbidden")
-        self._release(item)
+        if cached.record.kind == RobotsKind.DISALLOW_ALL and (
+            cached.record.failures <= self.robots_retries
+        ):
+            self._hold_for_robots(cached.record, item, host)
+            return
+        request = item if isinstance(item, Request) else self._decode_refused(item)
+        if request is None:
+            return
+        if isinstance(item, Held) and self._allowed_anyway(cached, request, url):
+            self._queue_allowed(host, item, front=front)
+            return
+        self._refuse(item, request, url)
 
-    def _allowed_anyway(self, cached: Any, item: Any, url: str) -> bool:
+    def _queue_allowed(self, host: str, item: Any, *, front: bool) -> None:
+        if front:
+            self.polite.push(host, item, front=True)
+        else:
+            self._push_or_park(host, item)
+
+    def _decode_refused(self, item: Any) -> Request | None:
+        """The request of a queued record the default user agent may not fetch (None,
+        dropped and counted, if it does not decode). Only such records are unpickled,
+        so the common case costs nothing."""
+        try:
+            return self._request_of(item.record)
+        except ValueError as exc:
+            self.counts["undecodable_dropped"] += 1
+            logger.error("Dropping a queued request: %(exc)s", {"exc": exc},
+                         extra={"spider": self.spider})  # fmt: skip
+            self._release(item)
+            return None
+
+    def _allowed_anyway(self, cached: Any, request: Request, url: str) -> bool:
         """A queued record the default user agent may not fetch: its request may still
         ask to skip robots.txt (``dont_obey_robotstxt``, as RobotsTxtMiddleware honours
-        it) or carry a User-Agent the rules allow. Only such records are unpickled to
-        find out, so the common case costs nothing."""
-        if not isinstance(item, Held):
-            return False
-        try:
-            request = self.codec.decode(record_blob(item.record))
-        except ValueError:
-            return False  # dropped as forbidden; the hand-out would drop it anyway
+        it) or carry a User-Agent the rules allow."""
         if request.meta.get("dont_obey_robotstxt"):
             self.counts["robots_bypassed_by_meta"] += 1
             return True
         return bool(cached.allowed(url, self.robots.user_agent(request)))  # type: ignore[union-attr]
+
+    def _refuse(self, item: Any, request: Request, url: str) -> None:
+        """robots.txt forbids ``request`` (or stayed unreachable past its retries): hand it
+        out at once, outside the heaps, flagged as checked, so that RobotsCacheMiddleware
+        fails it with ``IgnoreRequest`` from the cached rules, as with Scrapy's own
+        scheduler, and the spider's errback sees it. Nothing reaches the server; the
+        middleware counts it (``robotstxt/forbidden``, ``irl_robots/unreachable_dropped``).
+        Dropped here instead, such requests left no trace but a count."""
+        self._release(item)
+        origin = origin_of(_url_parts(url))
+        request.meta[CHECKED_META] = (origin, self.robots.clock() + self.handout_timeout)  # type: ignore[union-attr]
+        self.counts["robots_refused_handed_out"] += 1
+        self._direct.append(request)
+        self._wake_engine()
 
     def _hold_for_robots(self, record: Any, item: Any, host: str) -> None:
         """robots.txt is unreachable but will be asked again: keep the URL until then.

@@ -5,6 +5,7 @@
 Each listed request is a dict: ``url``, and optionally ``dont_filter``, ``meta``,
 ``headers``, ``in_ram`` (a lambda callback, so the request cannot be written to disk) and
 ``pause`` (seconds to wait in ``start()`` before yielding it). Responses are not followed.
+Every failure reaches the errback, which counts it in ``listed/errback/<exception class>``.
 Prints the crawl's stats as JSON (``tests.crawl_runner``).
 """
 
@@ -37,10 +38,14 @@ class ListedSpider(scrapy.Spider):
                 meta=spec.get("meta", {}),
                 headers=spec.get("headers"),
                 callback=(lambda response: None) if spec.get("in_ram") else self.parse,
+                errback=self.failed,
             )
 
     def parse(self, response):
         return None
+
+    def failed(self, failure):
+        self.crawler.stats.inc_value(f"listed/errback/{type(failure.value).__name__}")
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ ignored, Crawl-delays lost, data: payloads rewritten, one host counted as two.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
@@ -180,3 +181,34 @@ def test_robots_txt_expiring_while_urls_wait_is_fetched_in_the_hosts_turn(tmp_pa
     assert min(gaps(site.log)) >= 0.45, site.log  # every request tau_s after the one before
     assert min(gaps(site.pages())) >= 1.45
     assert stats["irl_sched/robots_expired_in_queue"] >= 1
+
+
+def test_requests_robots_txt_forbids_reach_their_errback(tmp_path: Path) -> None:
+    # Scrapy's robots middleware fails such a request with IgnoreRequest, which the
+    # spider's errback sees. The scheduler, which checks robots.txt before the heaps,
+    # dropped them silently: no errback, not even request_dropped.
+    with serving(_Site(robots="User-agent: *\nDisallow: /private\n")) as site:
+        stats = crawl([{"url": f"{site.base_url}/open"},
+                       {"url": f"{site.base_url}/private/1", "pause": 0.5},  # a BEAST record
+                       {"url": f"{site.base_url}/private/2", "dont_filter": True},  # front queue
+                       {"url": f"{site.base_url}/private/3", "in_ram": True}],  # in RAM
+                      tmp_path, ROBOTSTXT_OBEY=True)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert [path for _, _, path in site.pages()] == ["/open"], site.pages()
+    assert stats.get("listed/errback/IgnoreRequest") == 3, stats
+    assert stats.get("robotstxt/forbidden") == 3  # counted once each
+
+
+def test_requests_of_an_origin_whose_robots_txt_stays_unreachable_reach_their_errback(
+    tmp_path: Path,
+) -> None:
+    # The same for an origin given up on (here at once): dropped without a trace before.
+    with socket.socket() as sock:  # a port nothing listens on: connection refused
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    stats = crawl([{"url": f"{url}/a"}, {"url": f"{url}/b", "dont_filter": True},
+                   {"url": f"{url}/c", "in_ram": True}],
+                  tmp_path, ROBOTSTXT_OBEY=True, IRL_ROBOTS_UNREACHABLE_RETRIES=0)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert stats.get("listed/errback/IgnoreRequest") == 3, stats
+    assert stats.get("irl_robots/unreachable_dropped") == 3  # counted once each
