@@ -6,6 +6,12 @@ trap; Yuntis ``003_*.txt`` section on breadth-first traps). Like production craw
 (Heritrix's canonicalisation rules), the scheduler removes the parameters named in
 ``IRL_SESSION_PARAMS`` (case-insensitive) and ``;jsessionid=`` path parameters before a
 URL is deduplicated and fetched.
+
+``sid`` is also what many sites call a story or section id (PHP-Nuke's
+``modules.php?name=News&file=article&sid=1234``, Slashdot's ``?sid=07/08/13/1632218``):
+it is removed only when its value looks like a session token (:data:`AMBIGUOUS`), as
+Heritrix's ``StripSessionIDs`` rule removes only 32-character ``sid`` values. Before,
+every story of such a site was one URL: one fetched, the rest dropped as duplicates.
 """
 
 from __future__ import annotations
@@ -15,6 +21,18 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 _JSESSIONID = re.compile(r";jsessionid=[^/?#]*", re.IGNORECASE)
+#: Names that also carry content ids: removed only with a session-token value, at
+#: least 8 letters and digits, not all digits (a number, a date path, a short id stay).
+AMBIGUOUS = frozenset({"sid"})
+_TOKEN = re.compile(r"(?=[0-9]*[A-Za-z])[0-9A-Za-z]{8,}")
+
+
+def _is_session(param: str, names: frozenset[str]) -> bool:
+    name, _, value = param.partition("=")
+    name = name.lower()
+    if name not in names:
+        return False
+    return name not in AMBIGUOUS or _TOKEN.fullmatch(value) is not None
 
 
 class SessionStripper:
@@ -34,11 +52,7 @@ class SessionStripper:
         )
         query = parts.query
         if query:
-            kept = [
-                p
-                for p in query.split("&")
-                if p.split("=", 1)[0].lower() not in self.names
-            ]
+            kept = [p for p in query.split("&") if not _is_session(p, self.names)]
             query = "&".join(kept)
         if path == parts.path and query == parts.query:
             return None
