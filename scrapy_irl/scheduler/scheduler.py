@@ -599,6 +599,14 @@ class IrlScheduler:
             self.stats.inc_value("scheduler/enqueued")
             return True
         stripped = self.strip_session(request.url)
+        if stripped is not None and self._redirected_to_add_session(request, stripped):
+            # A server that puts the session id in the URL (a servlet without its
+            # cookie) redirects each page to itself with one: stripped, the target is
+            # its own source again, a duplicate (or, with dont_filter, a redirect loop
+            # until REDIRECT_MAX_TIMES), and the page was never fetched. Kept as is; its
+            # links are stripped like any other.
+            self.counts["session_redirects_kept"] += 1
+            stripped = None
         if stripped is not None:
             self.counts["session_params_stripped"] += 1
             request = request.replace(url=stripped)
@@ -638,6 +646,15 @@ class IrlScheduler:
             return True
         self.urlseen.check_update(self._key(fingerprint), None, record)
         return True
+
+    def _redirected_to_add_session(self, request: Request, stripped: str) -> bool:
+        """``request`` is a redirect whose target, stripped of session ids, is the URL it
+        was redirected from (RedirectMiddleware's ``redirect_urls``)."""
+        sources = request.meta.get("redirect_urls")
+        if not sources or not isinstance(sources, list):
+            return False
+        source = str(sources[-1])
+        return (self.strip_session(source) or source) == stripped
 
     def _request_of(self, record: bytes) -> Request:
         """The request a record was written from, if its caller still holds that object

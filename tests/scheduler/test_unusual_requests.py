@@ -212,3 +212,47 @@ def test_requests_of_an_origin_whose_robots_txt_stays_unreachable_reach_their_er
     assert stats["finish_reason"] == "finished"
     assert stats.get("listed/errback/IgnoreRequest") == 3, stats
     assert stats.get("irl_robots/unreachable_dropped") == 3  # counted once each
+
+
+class _SessionHandler(BaseHTTPRequestHandler):
+    """A servlet without a session cookie: every page redirects to itself with a session id
+    in the URL (``;jsessionid=`` or ``?sid=``), and serves it there."""
+
+    server: _Site
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.log.append((time.monotonic(), self.headers.get("Host", ""), self.path))
+        if self.path == "/robots.txt":
+            self.send_error(404)
+        elif ";jsessionid=" in self.path or "sid=" in self.path:
+            send_body(self, b"<html><body>the page</body></html>")
+        else:
+            token = "0123456789ABCDEF0123456789ABCDEF"
+            self.send_response(302)
+            target = f"?sid={token}" if "query" in self.path else f";jsessionid={token}"
+            self.send_header("Location", self.path + target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_page_that_redirects_to_add_a_session_id_is_fetched(tmp_path: Path) -> None:
+    # Stripped of its session id, the redirect target was its own source again, already
+    # seen: dropped as a duplicate, the page was never fetched (and with dont_filter it
+    # looped until REDIRECT_MAX_TIMES).
+    site = _Site()
+    site.RequestHandlerClass = _SessionHandler
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/app"}, {"url": f"{site.base_url}/query"},
+                       {"url": f"{site.base_url}/start", "dont_filter": True}],
+                      tmp_path)  # fmt: skip
+    paths = sorted(path for _, _, path in site.pages())
+    token = "0123456789ABCDEF0123456789ABCDEF"
+    assert paths == ["/app", f"/app;jsessionid={token}", "/query", f"/query?sid={token}",
+                     "/start", f"/start;jsessionid={token}"], paths  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert stats["response_received_count"] == 3  # the pages (redirects are not responses)
+    assert stats["irl_sched/session_redirects_kept"] == 3
