@@ -41,8 +41,23 @@ def hashed_key_of(fingerprint: bytes) -> int:
     A fingerprint that is the URL itself, or starts with a constant, would give every
     request the same first 8 bytes (all but one dropped as duplicates), and one shorter
     than 8 bytes has no key at all; hashed, both spread like a SHA-1 digest's prefix.
+    A ``str`` is keyed as its UTF-8 bytes: fingerprinters written for Scrapy < 2.7
+    return hex strings, which Scrapy's own dupefilter accepts.
     """
+    if not isinstance(fingerprint, bytes):
+        fingerprint = _fingerprint_bytes(fingerprint)
     return unpack_key(hashlib.blake2b(fingerprint, digest_size=8).digest())[0]  # type: ignore[no-any-return]
+
+
+def _fingerprint_bytes(fingerprint: object) -> bytes:
+    if isinstance(fingerprint, str):
+        return fingerprint.encode("utf-8")
+    if isinstance(fingerprint, (bytearray, memoryview)):
+        return bytes(fingerprint)
+    raise TypeError(
+        "the fingerprint() method of REQUEST_FINGERPRINTER_CLASS must return bytes, "
+        f"got {type(fingerprint).__name__}: {fingerprint!r:.100}"
+    )
 
 
 class URLSeen:

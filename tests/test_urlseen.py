@@ -7,7 +7,7 @@ from hashlib import sha1
 import numpy as np
 import pytest
 
-from scrapy_irl.urlseen import URLSeen, key_of
+from scrapy_irl.urlseen import URLSeen, hashed_key_of, key_of
 
 
 def fp(url: str) -> bytes:
@@ -57,3 +57,16 @@ def test_key_of_is_the_big_endian_prefix():
     fingerprint = bytes(range(1, 21))
     assert key_of(fingerprint) == int.from_bytes(fingerprint[:8], "big")
     assert unpack_key(fingerprint)[0] == key_of(fingerprint)
+
+
+def test_a_projects_hex_string_fingerprints_are_keyed_as_their_bytes():
+    # Fingerprinters written for Scrapy < 2.7 (request_fingerprint()) return hex strings,
+    # which Scrapy's own dupefilter keeps in its set; URLseen raised "Strings must be
+    # encoded before hashing" and the crawl shut down at its first request.
+    assert hashed_key_of("0a1b2c") == hashed_key_of(b"0a1b2c")
+    assert hashed_key_of(bytearray(b"xyz")) == hashed_key_of(b"xyz")
+
+
+def test_a_fingerprint_of_another_type_is_refused_by_name():
+    with pytest.raises(TypeError, match="REQUEST_FINGERPRINTER_CLASS.*must return bytes.*int"):
+        hashed_key_of(42)  # type: ignore[arg-type]
