@@ -25,6 +25,8 @@ DOWNLOADER_MIDDLEWARES = {
 #: the output, so requests they add are stamped too).
 SPIDER_MIDDLEWARES = {
     "scrapy_irl.linksource.LinkSourceMiddleware": 25,
+    # Lets the reactor run while a long start() is read (see scrapy_irl.startpace).
+    "scrapy_irl.startpace.StartPacingMiddleware": 24,
 }
 
 
