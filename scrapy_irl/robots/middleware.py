@@ -16,7 +16,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urljoin, urlsplit
 
 from scrapy import signals
@@ -66,6 +66,11 @@ UNREADABLE = 399
 #: instead of fetching robots.txt here, outside the politeness heaps (see
 #: :meth:`RobotsCacheMiddleware.robot_parser`).
 CHECKED_META = "irl_robots_checked"
+#: Meta key the IRL scheduler sets on a request it refused by its origin's robots.txt and
+#: hands out only for its errback: ``"forbidden"`` or ``"unreachable"``. The middleware
+#: fails it with the IgnoreRequest it would raise itself, whatever the cache holds by then.
+REFUSED_META = "irl_robots_refused"
+UNREACHABLE = "unreachable"
 
 
 def robots_for(crawler: Crawler) -> RobotsCacheMiddleware | None:
@@ -204,6 +209,11 @@ class RobotsCacheMiddleware:
             return
         if request.url.startswith(("data:", "file:")):
             return
+        refused = request.meta.pop(REFUSED_META, None)
+        if refused is not None:  # the IRL scheduler's verdict, handed out for the errback
+            if refused == UNREACHABLE:
+                self._drop_unreachable(request)
+            self._forbid(request)
         cached = await self.robot_parser(request, checked=request.meta.get(CHECKED_META))
         if cached is None:
             return
@@ -211,16 +221,26 @@ class RobotsCacheMiddleware:
             not cached.allowed(request.url, self.user_agent(request))
             and cached.record.kind == RobotsKind.DISALLOW_ALL
         ):
-            self._inc("unreachable_dropped")
-            logger.debug(
-                "robots.txt of %(request)s is unreachable; dropping it",
-                {"request": request},
-                extra={"spider": self.crawler.spider},
-            )
-            raise IgnoreRequest(
-                "robots.txt unreachable (5xx, timeout or network error)"
-            )
+            self._drop_unreachable(request)
         self.process_request_2(cached.rules, request)
+
+    def _drop_unreachable(self, request: Request) -> NoReturn:
+        self._inc("unreachable_dropped")
+        logger.debug(
+            "robots.txt of %(request)s is unreachable; dropping it",
+            {"request": request},
+            extra={"spider": self.crawler.spider},
+        )
+        raise IgnoreRequest("robots.txt unreachable (5xx, timeout or network error)")
+
+    def _forbid(self, request: Request) -> NoReturn:
+        logger.debug(
+            "Forbidden by robots.txt: %(request)s",
+            {"request": request},
+            extra={"spider": self.crawler.spider},
+        )
+        self.stats.inc_value("robotstxt/forbidden")
+        raise IgnoreRequest("Forbidden by robots.txt")
 
     def user_agent(self, request: Request) -> str | bytes:
         useragent: str | bytes | None = self._robotstxt_useragent
@@ -233,13 +253,7 @@ class RobotsCacheMiddleware:
         if rp is None:
             return
         if not rp.allowed(request.url, self.user_agent(request)):
-            logger.debug(
-                "Forbidden by robots.txt: %(request)s",
-                {"request": request},
-                extra={"spider": self.crawler.spider},
-            )
-            self.stats.inc_value("robotstxt/forbidden")
-            raise IgnoreRequest("Forbidden by robots.txt")
+            self._forbid(request)
 
     @staticmethod
     def _checked_until(flag: Any, origin: str) -> float | None:

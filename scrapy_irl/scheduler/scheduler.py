@@ -43,7 +43,12 @@ from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import ProxyRoutes, robots_meta, server_key
 from scrapy_irl.hosts.records import RobotsKind
 from scrapy_irl.linksource import SOURCE_META_KEY
-from scrapy_irl.robots.middleware import CHECKED_META, robots_for
+from scrapy_irl.robots.middleware import (
+    CHECKED_META,
+    REFUSED_META,
+    UNREACHABLE,
+    robots_for,
+)
 from scrapy_irl.robots.origin import origin_of
 from scrapy_irl.scheduler.codec import (
     RequestCodec,
@@ -1081,7 +1086,7 @@ class IrlScheduler:
         if isinstance(item, Held) and self._allowed_anyway(cached, request, url):
             self._queue_allowed(host, item, front=front)
             return
-        self._refuse(item, request, url)
+        self._refuse(item, request, cached.record.kind == RobotsKind.DISALLOW_ALL)
 
     def _queue_allowed(self, host: str, item: Any, *, front: bool) -> None:
         if front:
@@ -1111,16 +1116,15 @@ class IrlScheduler:
             return True
         return bool(cached.allowed(url, self.robots.user_agent(request)))  # type: ignore[union-attr]
 
-    def _refuse(self, item: Any, request: Request, url: str) -> None:
+    def _refuse(self, item: Any, request: Request, unreachable: bool) -> None:
         """robots.txt forbids ``request`` (or stayed unreachable past its retries): hand it
-        out at once, outside the heaps, flagged as checked, so that RobotsCacheMiddleware
-        fails it with ``IgnoreRequest`` from the cached rules, as with Scrapy's own
-        scheduler, and the spider's errback sees it. Nothing reaches the server; the
+        out at once, outside the heaps, marked (``REFUSED_META``), so that
+        RobotsCacheMiddleware fails it with the ``IgnoreRequest`` of Scrapy's own robots
+        middleware and the spider's errback sees it. Nothing reaches the server; the
         middleware counts it (``robotstxt/forbidden``, ``irl_robots/unreachable_dropped``).
         Dropped here instead, such requests left no trace but a count."""
         self._release(item)
-        origin = origin_of(_url_parts(url))
-        request.meta[CHECKED_META] = (origin, self.robots.clock() + self.handout_timeout)  # type: ignore[union-attr]
+        request.meta[REFUSED_META] = UNREACHABLE if unreachable else "forbidden"
         self.counts["robots_refused_handed_out"] += 1
         self._direct.append(request)
         self._wake_engine()

@@ -11,7 +11,12 @@ from twisted.internet.error import ConnectionRefusedError, TimeoutError
 
 from scrapy_irl.hosts.store import HostStore
 from scrapy_irl.robots.cache import charged_size
-from scrapy_irl.robots.middleware import CHECKED_META, RobotsCacheMiddleware, robots_for
+from scrapy_irl.robots.middleware import (
+    CHECKED_META,
+    REFUSED_META,
+    RobotsCacheMiddleware,
+    robots_for,
+)
 from scrapy_irl.robots.reduce import AgentRules
 from tests.robots.fakes import FakeClock, FakeWeb, fake_crawler, outcome, result_of, run
 
@@ -496,3 +501,17 @@ def test_a_checked_request_waits_for_a_fetch_in_flight_rather_than_old_rules(mak
     with pytest.raises(IgnoreRequest):
         result_of(second)
     assert len(web.requested) == 2
+
+
+def test_a_request_the_scheduler_refused_fails_whatever_the_cache_says(make):
+    # The IRL scheduler hands such a request out only for its errback: even if robots.txt
+    # was renewed (or never cached here) meanwhile, nothing is fetched.
+    web = FakeWeb({"http://a.test/robots.txt": (200, b"")})  # allows everything
+    mw = make(web)
+    assert outcome(mw, "http://a.test/p", **{REFUSED_META: "forbidden"}) == "Forbidden by robots.txt"
+    assert outcome(mw, "http://a.test/q", **{REFUSED_META: "unreachable"}) == (
+        "robots.txt unreachable (5xx, timeout or network error)"
+    )
+    assert web.urls == []
+    assert stat(mw, "robotstxt/forbidden") == 1
+    assert stat(mw, "irl_robots/unreachable_dropped") == 1
