@@ -360,6 +360,17 @@ class RobotsCacheMiddleware:
                             UNREADABLE, b"", self.clock(), previous_record
                         ),
                     )
+                if hop:
+                    # The origin's server answered with a redirect a middleware will not
+                    # follow (an offsite filter): like a redirect to no http(s) URL,
+                    # unavailable, allow all for the TTL. Storing nothing fetched
+                    # robots.txt again for every request to the origin (with the IRL
+                    # scheduler, again right before the page, outside the heaps).
+                    self._inc("redirect_ignored")
+                    return self.cache.put(
+                        origin,
+                        self.policy.on_response(399, b"", self.clock(), previous_record),
+                    )
                 self._inc(
                     "fetch_ignored"
                 )  # e.g. an offsite filter: says nothing about the host

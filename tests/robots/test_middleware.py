@@ -515,3 +515,21 @@ def test_a_request_the_scheduler_refused_fails_whatever_the_cache_says(make):
     assert web.urls == []
     assert stat(mw, "robotstxt/forbidden") == 1
     assert stat(mw, "irl_robots/unreachable_dropped") == 1
+
+
+def test_a_redirect_a_middleware_will_not_follow_is_cached_as_unavailable(make):
+    # robots.txt redirected to a host an offsite filter refuses: the server answered, but
+    # nothing was stored, so every request to the origin fetched robots.txt again (under
+    # the IRL scheduler: once in the host's turn, then again right before the page).
+    from scrapy.exceptions import IgnoreRequest as Ignore
+
+    web = FakeWeb({
+        "http://a.test/robots.txt": (302, b"", {"Location": "http://elsewhere.test/robots.txt"}),
+        "http://elsewhere.test/robots.txt": Ignore("offsite"),
+    })  # fmt: skip
+    mw = make(web)
+    assert outcome(mw, "http://a.test/x") == "allowed"
+    assert outcome(mw, "http://a.test/y") == "allowed"
+    assert web.urls == ["http://a.test/robots.txt", "http://elsewhere.test/robots.txt"]
+    assert stat(mw, "irl_robots/redirect_ignored") == 1
+    assert stat(mw, "irl_robots/fetch_ignored") == 0
