@@ -22,6 +22,10 @@ class DirectoryInUseError(IrlError):
     """Another process (or another open crawl in this one) holds the directory's lock."""
 
 
+class DirectoryUnusableError(IrlError):
+    """The directory cannot be created or written (a file in its place, no permission)."""
+
+
 class DirectoryLock:
     """An exclusive, non-blocking ``flock`` on ``directory/name``, held until :meth:`release`."""
 
@@ -34,8 +38,15 @@ class DirectoryLock:
         """Take the lock or raise :class:`DirectoryInUseError` naming the directory."""
         if self._fd is not None:
             return self
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a file where the directory should be, no permission, ...
+            raise DirectoryUnusableError(
+                f"{self.path.parent}: cannot use it as a {self.what} ({exc.strerror or exc}); "
+                "point JOBDIR (or the IRL_* directory setting) at a directory this process "
+                "can create and write"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

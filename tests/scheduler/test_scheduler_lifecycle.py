@@ -335,3 +335,16 @@ def test_forced_merges_are_spaced_by_their_own_cost_up_to_the_interval(tmp_path:
         assert sched._would_idle(last + 1.01)
     finally:
         sched.close("finished")
+
+
+def test_a_jobdir_that_is_a_file_is_refused_with_a_clear_error(tmp_path: Path, caplog):
+    from scrapy_irl.dirlock import DirectoryUnusableError
+
+    taken = tmp_path / "job"
+    taken.write_text("not a directory")
+    sched = scheduler(JOBDIR=str(taken))
+    with pytest.raises(DirectoryUnusableError, match="cannot use it as a frontier directory"):
+        sched.open(sched.crawler.spider)
+    sched.close("shutdown")
+    assert "Refusing to start the crawl" in caplog.text and "point JOBDIR" in caplog.text
+    assert taken.read_text() == "not a directory"
