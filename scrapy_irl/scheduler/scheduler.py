@@ -846,7 +846,26 @@ class IrlScheduler:
             return
         self.counts["dns_failed_dropped"] += len(items)
         for item in items:
-            self._release(item)
+            self._fail_unresolvable(item)
+
+    def _fail_unresolvable(self, item: Any) -> None:
+        """A URL of a name the resolver gave up on leaves the frontier, but is handed out
+        at once, outside the heaps, so its errback sees the DNS error Scrapy's own
+        scheduler would give it (``CannotResolveHostError``): the DNS middleware fails it
+        from the cached negative record, with no lookup and nothing sent. Dropped here
+        instead, such requests left no trace but a count."""
+        self._release(item)
+        if isinstance(item, Request):
+            request = item
+        else:
+            try:
+                request = self._request_of(item.record)
+            except ValueError:
+                self.counts["undecodable_dropped"] += 1
+                return
+        self.counts["dns_failed_handed_out"] += 1
+        self._direct.append(request)
+        self._wake_engine()
 
     def _dns_deadline(self, host: str, record: DnsRecord) -> float:
         """When (scheduler clock) ``host``'s turn renews ``record``: the resolver counts in

@@ -102,12 +102,18 @@ class Crawl:
     def __init__(self, sched: IrlScheduler, clock: Clock) -> None:
         self.sched, self.clock = sched, clock
         self.starts: list[tuple[float, str, str]] = []  # (time, URL, IP booked)
+        # URLs of a dead name: handed out outside the heaps, for the DNS middleware to
+        # fail with the DNS error (nothing is sent)
+        self.unresolvable: list[str] = []
 
     def next(self, at: float) -> str | None:
         self.clock.now = at
         request = self.sched.next_request()
         if request is None:
             return None
+        if id(request) not in self.sched._handed:
+            self.unresolvable.append(request.url)
+            return request.url
         host = self.sched._handed[id(request)].host
         self.starts.append((at, request.url, host.ip))
         self.sched._left(request)  # request_left_downloader, at the same moment
@@ -259,6 +265,8 @@ def test_a_failed_renewal_follows_the_rules_of_a_first_failed_lookup(
         else:
             assert crawl.urls() == ["http://a.test/1"]
             assert count(sched, "dns_failed_dropped") == 2  # the resolver gave up
+            # ... and they went to fail in the DNS middleware (their errbacks see it)
+            assert sorted(crawl.unresolvable) == ["http://a.test/2", "http://a.test/3"]
         assert not sched.has_pending_requests() and len(sched) == 0
         assert sched.beast.stats()["queued"] == 0
         assert not any(q.outstanding for q in sched.beast._queues.values())  # all released
@@ -297,6 +305,8 @@ def test_a_failed_renewal_also_holds_the_urls_waiting_for_the_hosts_robots_fetch
         clock.now = 1155.0
         sched._route_held(clock.now)  # fails again: the resolver gives up
         assert count(sched, "dns_failed_dropped") == 1
+        assert crawl.next(1155.0) == "http://a.test:8080/x"  # to fail with the DNS error
+        assert crawl.unresolvable == ["http://a.test:8080/x"]
         assert not sched.has_pending_requests()
     finally:
         sched.close("finished")

@@ -38,9 +38,15 @@ def test_a_failed_lookup_is_retried_and_only_a_dead_name_loses_its_urls(tmp_path
     assert stats["irl_dns/retries_scheduled"] == 1 + 2  # flaky once, dead twice
     assert stats["irl_dns/gave_up"] == 1
     assert log.count("flaky-resolver: www.flaky.test -> failure") == 1
-    # The dead name was asked 1 + IRL_DNS_RETRIES times, then its 2 URLs were dropped.
+    # The dead name was asked 1 + IRL_DNS_RETRIES times, then its 2 URLs left the
+    # frontier: handed out to fail with the DNS error, as with Scrapy's scheduler
+    # (errbacks see it), each retried twice by RetryMiddleware, with no new lookup.
     assert log.count("flaky-resolver: www.dead.test -> failure") == 3
-    assert stats["irl_sched/dns_failed_dropped"] == 2
+    assert stats["irl_sched/dns_failed_dropped"] == 2 * 3
+    assert stats["irl_sched/dns_failed_handed_out"] == 2 * 3
+    assert stats["irl_dns/unresolvable_requests"] == 2 * 3
+    assert stats["retry/max_reached"] == 2
+    assert "Gave up retrying <GET http://www.dead.test" in log
     assert stats["irl_sched/dns_retry_held"] == 1 + 2 * 2  # held per failure, per URL
     assert stats["irl_sched/held_hosts"] == 0
     assert stats["finish_reason"] == "finished"

@@ -66,14 +66,6 @@ DELIBERATE = {
     "test_engine.py::TestEngine::test_start_request_processing_exception",
     # The test deletes the stock scheduler's private ``dqs`` attribute.
     "test_engine_close_spider.py::test_exception_scheduler",
-    # The scheduler resolves hosts before hand-out: it retries the lookup itself
-    # (IRL_DNS_RETRIES) and then drops the dead name's URLs, counted in
-    # irl_sched/dns_failed_dropped; the request never reaches the downloader, so
-    # RetryMiddleware logs no "Retrying" lines, which is what the test counts.
-    "test_crawl.py::TestCrawl::test_retry_dns_error",
-    # The same for a name that does not resolve: the request is dropped by the scheduler
-    # and never reaches the downloader, so request_left_downloader is not sent for it.
-    "test_request_left.py::test_noconnect",
     # Three download slots, all on the mock server's one host: the host heap lets one
     # request to a host be in flight at a time, whatever its download_slot, so a slot's
     # second request also waits for the other slots' requests and their DOWNLOAD_DELAY.
