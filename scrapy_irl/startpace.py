@@ -41,4 +41,5 @@ class StartPacingMiddleware:
             yield item
             if time.monotonic() >= deadline:
                 await maybe_deferred_to_future(task.deferLater(reactor, 0, lambda: None))
+                deadline = time.monotonic() + SLICE  # a turn per slice, not per item
                 deadline = time.monotonic() + SLICE

@@ -58,7 +58,8 @@ STAT_PREFIX = "irl_robots"
 #: Meta key of our robots.txt requests: the body bytes read before the download is stopped.
 MAX_BYTES_META = "irl_robots_max_bytes"
 _RECEIVED_META = "_irl_robots_bytes_received"
-#: Status stored for a robots.txt the server sent but a middleware refused (see _fetch).
+#: Status stored for a robots.txt that could not be read: a response a middleware refused,
+#: a redirect that is not followed (see _fetch). It is unavailable: allow all for the TTL.
 UNREADABLE = 399
 #: Meta key the IRL scheduler sets on a request it hands out after checking it against
 #: its origin's cached robots.txt: ``(origin, until)``, ``until`` in this middleware's
@@ -340,10 +341,7 @@ class RobotsCacheMiddleware:
                 robots_request = self._robots_request(url, route)
             except ValueError:
                 self._inc("bad_redirect")
-                return self.cache.put(
-                    origin,
-                    self.policy.on_response(399, b"", self.clock(), previous_record),
-                )
+                return self._store_unreadable(origin, previous_record)
             self.stats.inc_value("robotstxt/request_count")
             try:
                 response = await self.crawler.engine.download_async(robots_request)
@@ -354,12 +352,7 @@ class RobotsCacheMiddleware:
                     # DOWNLOAD_MAXSIZE) once decompressed (a gzip bomb). Unreadable, so unavailable: allow all for the TTL.
                     # Storing nothing fetched it again for every request to the origin.
                     self._inc("response_dropped")
-                    return self.cache.put(
-                        origin,
-                        self.policy.on_response(
-                            UNREADABLE, b"", self.clock(), previous_record
-                        ),
-                    )
+                    return self._store_unreadable(origin, previous_record)
                 if hop:
                     # The origin's server answered with a redirect a middleware will not
                     # follow (an offsite filter): like a redirect to no http(s) URL,
@@ -367,10 +360,7 @@ class RobotsCacheMiddleware:
                     # robots.txt again for every request to the origin (with the IRL
                     # scheduler, again right before the page, outside the heaps).
                     self._inc("redirect_ignored")
-                    return self.cache.put(
-                        origin,
-                        self.policy.on_response(399, b"", self.clock(), previous_record),
-                    )
+                    return self._store_unreadable(origin, previous_record)
                 self._inc(
                     "fetch_ignored"
                 )  # e.g. an offsite filter: says nothing about the host
@@ -431,6 +421,13 @@ class RobotsCacheMiddleware:
                 **route,
             },
             callback=NO_CALLBACK,
+        )
+
+    def _store_unreadable(self, origin: str, previous: RobotsRecord | None) -> CachedRobots:
+        """Store the origin as unavailable (allow all for the TTL): storing nothing would
+        fetch robots.txt again for every request to it."""
+        return self.cache.put(
+            origin, self.policy.on_response(UNREADABLE, b"", self.clock(), previous)
         )
 
     def _stored_failure(self, origin: str, record: RobotsRecord) -> CachedRobots:

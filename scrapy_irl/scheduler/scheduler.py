@@ -786,14 +786,17 @@ class IrlScheduler:
             waiting.append(item)
             return
         meta = self._meta_of(item)
-        parts = _url_parts(_url_of(item))
+        url = _url_of(item)
+        parts = _url_parts(url)
+        # Its robots.txt goes the way its first URL goes ("proxy": None included).
+        route = robots_meta(meta)
         if self.proxies.proxied(parts.scheme.lower(), parts.hostname, meta):
-            self._add_proxied_host(host, _url_of(item), robots_meta(meta))
+            self._add_proxied_host(host, url, route)
             self._check_robots_and_queue(item, host)
             return
         self._waiting += 1
         self._dns_wait[host] = [item]
-        self.resolver.resolve(host).addCallback(self._resolved, host).addErrback(
+        self.resolver.resolve(host).addCallback(self._resolved, host, route).addErrback(
             self._log_failure, f"DNS of {host}"
         )
 
@@ -818,7 +821,7 @@ class IrlScheduler:
         host.robots_meta = route  # never expires: dns_expires stays inf
         return host
 
-    def _resolved(self, record: DnsRecord, host: str) -> None:
+    def _resolved(self, record: DnsRecord, host: str, route: dict[str, Any]) -> None:
         items = self._dns_wait.pop(host, [])
         self._waiting -= len(items)
         if self._closed:
@@ -829,9 +832,7 @@ class IrlScheduler:
         crawl_delay = self._cached_crawl_delay(_url_of(items[0])) if items else None
         added = self._add_host(host, record.ip, crawl_delay)
         added.dns_expires = self._dns_deadline(host, record)
-        # Its robots.txt goes the way its pages go: "proxy": None keeps it off an
-        # environment proxy too.
-        added.robots_meta = robots_meta(self._meta_of(items[0])) if items else None
+        added.robots_meta = route or None
         for item in items:
             self._check_robots_and_queue(item, host)
         self._wake_engine()
@@ -845,27 +846,14 @@ class IrlScheduler:
             self._hold(host, items, record.expires_at - self.resolver.clock())
             return
         self.counts["dns_failed_dropped"] += len(items)
+        # Each leaves the frontier but is handed out at once, outside the heaps, so its
+        # errback sees the DNS error Scrapy's own scheduler would give it: the DNS
+        # middleware fails it from the cached negative record, with no lookup and nothing
+        # sent. Dropped here instead, such requests left no trace but a count.
         for item in items:
-            self._fail_unresolvable(item)
-
-    def _fail_unresolvable(self, item: Any) -> None:
-        """A URL of a name the resolver gave up on leaves the frontier, but is handed out
-        at once, outside the heaps, so its errback sees the DNS error Scrapy's own
-        scheduler would give it (``CannotResolveHostError``): the DNS middleware fails it
-        from the cached negative record, with no lookup and nothing sent. Dropped here
-        instead, such requests left no trace but a count."""
-        self._release(item)
-        if isinstance(item, Request):
-            request = item
-        else:
-            try:
-                request = self._request_of(item.record)
-            except ValueError:
-                self.counts["undecodable_dropped"] += 1
-                return
-        self.counts["dns_failed_handed_out"] += 1
-        self._direct.append(request)
-        self._wake_engine()
+            request = item if isinstance(item, Request) else self._decode_or_drop(item)
+            if request is not None:
+                self._hand_out_now(item, request, "dns_failed_handed_out")
 
     def _dns_deadline(self, host: str, record: DnsRecord) -> float:
         """When (scheduler clock) ``host``'s turn renews ``record``: the resolver counts in
@@ -1099,7 +1087,7 @@ class IrlScheduler:
         ):
             self._hold_for_robots(cached.record, item, host)
             return
-        request = item if isinstance(item, Request) else self._decode_refused(item)
+        request = item if isinstance(item, Request) else self._decode_or_drop(item)
         if request is None:
             return
         if isinstance(item, Held) and self._allowed_anyway(cached, request, url):
@@ -1113,10 +1101,10 @@ class IrlScheduler:
         else:
             self._push_or_park(host, item)
 
-    def _decode_refused(self, item: Any) -> Request | None:
-        """The request of a queued record the default user agent may not fetch (None,
-        dropped and counted, if it does not decode). Only such records are unpickled,
-        so the common case costs nothing."""
+    def _decode_or_drop(self, item: Any) -> Request | None:
+        """The request of a queued record that leaves the heaps' path (refused by robots.txt,
+        or of a dead name); None, dropped and counted, if it does not decode. Only such
+        records are unpickled here, so the common case costs nothing."""
         try:
             return self._request_of(item.record)
         except ValueError as exc:
@@ -1142,9 +1130,15 @@ class IrlScheduler:
         middleware and the spider's errback sees it. Nothing reaches the server; the
         middleware counts it (``robotstxt/forbidden``, ``irl_robots/unreachable_dropped``).
         Dropped here instead, such requests left no trace but a count."""
-        self._release(item)
         request.meta[REFUSED_META] = UNREACHABLE if unreachable else "forbidden"
-        self.counts["robots_refused_handed_out"] += 1
+        self._hand_out_now(item, request, "robots_refused_handed_out")
+
+    def _hand_out_now(self, item: Any, request: Request, counted_as: str) -> None:
+        """``item`` leaves the frontier; its ``request`` goes to the engine at the next
+        ``next_request``, outside the heaps, for a downloader middleware to fail (it
+        reaches no server)."""
+        self._release(item)
+        self.counts[counted_as] += 1
         self._direct.append(request)
         self._wake_engine()
 

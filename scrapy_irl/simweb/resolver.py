@@ -74,7 +74,7 @@ class SimwebResolver(CachingThreadedResolver):
     ) -> None:  # fmt: skip
         super().__init__(reactor, cache_size, timeout)
         self.web = web
-        self.hosts_file = Path(hosts_file)
+        self.hosts_file = FilePath(str(hosts_file))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, reactor: Any) -> SimwebResolver:
@@ -110,7 +110,7 @@ class SimwebResolver(CachingThreadedResolver):
         from twisted.names.hosts import searchFileForAll
 
         try:
-            found = searchFileForAll(FilePath(str(self.hosts_file)), name.encode("idna"))
+            found = searchFileForAll(self.hosts_file, name.encode("idna"))
         except (OSError, UnicodeError, ValueError):
             return None
         for address in found:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scrapy.settings import Settings
@@ -60,22 +61,28 @@ def open_pipeline(path: str):
     return urlseen, star, beast
 
 
+def reopen_and_drain(directory: Path) -> tuple[list[str], Any]:
+    """Open the pipeline again, merge what it owes, and pop BEAST dry: the URLs queued."""
+    urlseen, star, beast = open_pipeline(str(directory))
+    urlseen.merge()
+    star.flush()
+    got = []
+    for _ in range(10 * N):  # bounded
+        item = beast.pop()
+        if item is None:
+            break
+        got.append(record_url(item[0]))
+        beast.done(item[1])
+    return got, star
+
+
 @pytest.mark.parametrize("merged", ["urlseen", "star"])
 def test_a_kill_right_after_the_merges_loses_no_url(tmp_path: Path, merged: str):
     proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), merged],
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    urlseen, star, beast = open_pipeline(str(tmp_path))
-    urlseen.merge()
-    star.flush()
-    got = set()
-    for _ in range(10 * N):  # bounded
-        item = beast.pop()
-        if item is None:
-            break
-        got.add(record_url(item[0]))
-        beast.done(item[1])
-    assert got == {record_url(url(i)) for i in range(N)}
+    got, _ = reopen_and_drain(tmp_path)
+    assert set(got) == {record_url(url(i)) for i in range(N)}
 
 
 class Crash(BaseException):
@@ -113,15 +120,6 @@ def test_a_kill_after_beast_saved_stars_results_queues_no_url_twice(tmp_path: Pa
     monkeypatch.undo()
     abandon(urlseen, star.edges, star.plds)
 
-    urlseen, star, beast = open_pipeline(str(tmp_path))
-    urlseen.merge()
-    star.flush()
-    got = []
-    for _ in range(10 * N):  # bounded
-        item = beast.pop()
-        if item is None:
-            break
-        got.append(record_url(item[0]))
-        beast.done(item[1])
+    got, star = reopen_and_drain(tmp_path)
     assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
     assert star.redelivered_skipped == N
