@@ -853,7 +853,8 @@ class IrlScheduler:
         for item in items:
             request = item if isinstance(item, Request) else self._decode_or_drop(item)
             if request is not None:
-                self._hand_out_now(item, request, "dns_failed_handed_out")
+                self.counts["dns_failed_handed_out"] += 1
+                self._hand_out_now(item, request)
 
     def _dns_deadline(self, host: str, record: DnsRecord) -> float:
         """When (scheduler clock) ``host``'s turn renews ``record``: the resolver counts in
@@ -1131,14 +1132,14 @@ class IrlScheduler:
         middleware counts it (``robotstxt/forbidden``, ``irl_robots/unreachable_dropped``).
         Dropped here instead, such requests left no trace but a count."""
         request.meta[REFUSED_META] = UNREACHABLE if unreachable else "forbidden"
-        self._hand_out_now(item, request, "robots_refused_handed_out")
+        self.counts["robots_refused_handed_out"] += 1
+        self._hand_out_now(item, request)
 
-    def _hand_out_now(self, item: Any, request: Request, counted_as: str) -> None:
+    def _hand_out_now(self, item: Any, request: Request) -> None:
         """``item`` leaves the frontier; its ``request`` goes to the engine at the next
         ``next_request``, outside the heaps, for a downloader middleware to fail (it
         reaches no server)."""
         self._release(item)
-        self.counts[counted_as] += 1
         self._direct.append(request)
         self._wake_engine()
 
