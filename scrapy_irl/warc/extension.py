@@ -4,10 +4,11 @@ The WebBase page repository (``shared/seeds/000_*.txt`` section 3) for Scrapy, o
 project: ``EXTENSIONS = {"scrapy_irl.warc.extension.WarcExtension": 0}`` and
 ``IRL_WARC_ENABLED = True``. Each response (any status, any content type, robots.txt
 included) becomes a ``response`` record and its request a ``request`` record pointing to
-it with ``WARC-Concurrent-To``. Scrapy hands over bodies already de-chunked and (through
-HttpCompressionMiddleware) decompressed, so the stored HTTP headers are adjusted to
-describe the stored body; see ``docs/warc.rst``. Writing never breaks the crawl: errors
-are logged once per kind and counted.
+it with ``WARC-Concurrent-To``; responses read from HttpCacheMiddleware's cache are not
+captures and are skipped, bodies cut short are marked ``WARC-Truncated``. Scrapy hands
+over bodies already de-chunked and (through HttpCompressionMiddleware) decompressed, so
+the stored HTTP headers are adjusted to describe the stored body; see ``docs/warc.rst``.
+Writing never breaks the crawl: errors are logged once per kind and counted.
 """
 
 from __future__ import annotations
@@ -56,6 +57,18 @@ _DROPPED_RESPONSE_HEADERS = frozenset({b"transfer-encoding"})
 #: Request headers not meant for the target server (credentials for a proxy).
 _DROPPED_REQUEST_HEADERS = frozenset({b"proxy-authorization"})
 _HTTP_SCHEMES = ("http", "https")
+#: Statuses that must not carry ``Content-Length`` (RFC 9110 8.6). Scrapy's HTTP/1.1 handler
+#: adds ``Content-Length: 0`` to them itself (from Twisted's body length), which is not
+#: what the server sent.
+_NO_CONTENT_LENGTH_STATUSES = frozenset({204, *range(100, 200)})
+#: A 304's ``Content-Length``, like a HEAD response's, describes the body of a 200 to a GET,
+#: not this message's (empty) body: it is kept as Scrapy has it.
+_NOT_MODIFIED = 304
+#: Scrapy's flag on a response cut short: DOWNLOAD_FAIL_ON_DATALOSS=False lets the handler
+#: deliver a body shorter than its Content-Length (or chunked framing) announced.
+_DATALOSS_FLAG = "dataloss"
+#: HttpCacheMiddleware's flag on a response read from its cache, not from the network.
+_CACHED_FLAG = "cached"
 
 
 def warc_dir(settings: BaseSettings) -> str:
@@ -152,12 +165,19 @@ class WarcExtension:
     ) -> None:
         if self._closed:
             return
+        if _CACHED_FLAG in response.flags:
+            # Not a capture: it was archived when downloaded (if the extension was on then),
+            # and a record now would claim a fetch at this date that never happened.
+            self.stats.inc_value(f"{STAT_PREFIX}/cached_skipped")
+            return
         try:
             records = self.records_for(response, request)
             self.writer.write(*records)
         except Exception as exc:  # noqa: BLE001 - the archive must never break the crawl
             self._write_error(exc, response.url)
             return
+        if _DATALOSS_FLAG in response.flags:
+            self.stats.inc_value(f"{STAT_PREFIX}/truncated")
         self._update_stats()
 
     def spider_closed(self, spider: Spider | None = None) -> None:
@@ -204,6 +224,10 @@ class WarcExtension:
                     warc_headers_dict=warc_headers,
                 )
             ]
+        if _DATALOSS_FLAG in response.flags:
+            # WARC 1.1 section 5.13: the payload is shorter than what the server announced
+            # (the connection dropped); without it the record would pass for a whole page.
+            warc_headers["WARC-Truncated"] = "disconnect"
         response_record = self.writer.create_record(
             response.url,
             "response",
@@ -240,7 +264,9 @@ class WarcExtension:
         self, response: Response, request: Request
     ) -> RawHttpHeaders:
         lines = _header_lines(response.headers, _DROPPED_RESPONSE_HEADERS)
-        if request.method != "HEAD":  # a HEAD's Content-Length describes the GET body
+        if response.status in _NO_CONTENT_LENGTH_STATUSES:
+            lines = [(k, v) for k, v in lines if k.lower() != b"content-length"]
+        elif request.method != "HEAD" and response.status != _NOT_MODIFIED:
             _replace(lines, b"Content-Length", str(len(response.body)).encode())
         try:
             reason = HTTPStatus(response.status).phrase

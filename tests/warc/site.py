@@ -1,14 +1,16 @@
 """A loopback HTTP site with one response of each kind the WARC tests look for.
 
 ``/`` is HTML, ``/img.png`` a PNG, ``/missing`` a 404, ``/gzip`` a gzip-encoded text,
-``/chunked`` a chunked body, ``POST /form`` echoes its body, ``/raw-headers`` sends header
-values that are not ASCII (``RAW_HEADERS``) and echoes the raw bytes of the request's
-``X-Name`` header. Served on 127.0.0.1 only.
+``/chunked`` a chunked body, ``/truncated`` announces 1000 bytes and closes the connection
+after ``TRUNCATED``, ``/nocontent`` is a 204 without ``Content-Length``, ``POST /form``
+echoes its body, ``/raw-headers`` sends header values that are not ASCII (``RAW_HEADERS``)
+and echoes the raw bytes of the request's ``X-Name`` header. Served on 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import gzip
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
@@ -23,6 +25,7 @@ PNG = bytes.fromhex(
 HTML = b'<html><body><a href="/img.png">img</a> <a href="/missing">x</a></body></html>'
 TEXT = b"plain text, sent gzip-encoded " * 20
 CHUNKS = [b"first chunk;", b"second chunk;", b"third"]
+TRUNCATED = b"the first bytes of a longer body"
 #: Header lines sent raw by ``/raw-headers``: UTF-8 in a quoted filename, then bytes that
 #: are not UTF-8 at all (RFC 9110 allows obs-text, 0x80-0xFF, in field values).
 RAW_HEADERS = [
@@ -62,6 +65,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             for chunk in [*CHUNKS, b""]:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        elif self.path == "/truncated":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(TRUNCATED)
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+        elif self.path == "/nocontent":
+            self.send_response(204)
+            self.end_headers()
         else:
             self._send(404, "text/plain", b"not here")
 

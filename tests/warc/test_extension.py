@@ -21,7 +21,7 @@ from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_irl.warc.extension import WarcExtension, warc_dir
-from tests.warc.site import CHUNKS, HTML, PNG, RAW_HEADERS, TEXT, warc_site
+from tests.warc.site import CHUNKS, HTML, PNG, RAW_HEADERS, TEXT, TRUNCATED, warc_site
 from tests.warc.test_writer import listing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,6 +150,49 @@ def test_head_keeps_content_length_and_odd_status_and_non_http_urls(tmp_path: Pa
     assert resource[0] == "resource" and resource[4] == b"hello"
     assert resource[2].get_header("Content-Type") == "text/plain"
     assert stat(ext, "records") == 5
+
+
+def test_bodiless_statuses_keep_the_servers_content_length(tmp_path: Path):
+    # A 204 must not carry Content-Length (RFC 9110 8.6; Scrapy's HTTP/1.1 handler adds a
+    # "0" of its own) and a 304's describes the 200 it stands for: "0" was written over them.
+    ext = make_extension(tmp_path)
+    request = Request("http://a.example/")
+    for status, headers in [(204, {"Content-Length": "0"}), (304, {"Content-Length": "1234"}),
+                            (200, {})]:
+        ext.response_received(Response(f"http://a.example/{status}", status=status, request=request,
+                                       headers=headers), request, None)
+    ext.spider_closed(None)
+    responses = {
+        uri: http for kind, uri, _, http, _ in records_in(tmp_path) if kind == "response"}
+    assert responses["http://a.example/204"].get_header("Content-Length") is None
+    assert responses["http://a.example/304"].get_header("Content-Length") == "1234"
+    assert responses["http://a.example/200"].get_header("Content-Length") == "0"
+
+
+def test_a_truncated_response_is_marked_and_a_cached_one_is_not_archived(tmp_path: Path):
+    ext = make_extension(tmp_path)
+    request = Request("http://a.example/")
+    # DOWNLOAD_FAIL_ON_DATALOSS=False: the connection dropped before the announced length
+    cut = Response("http://a.example/cut", body=b"part", request=request, flags=["dataloss"],
+                   headers={"Content-Length": "1000"})
+    # no Content-Length, the body ended with the connection: may be whole, not marked
+    closed = Response("http://a.example/closed", body=b"all", request=request, flags=["partial"])
+    # from HttpCacheMiddleware: no fetch happened now, so no capture to record
+    cached = Response("http://a.example/cached", body=b"old", request=request, flags=["cached"])
+    for response in (cut, closed, cached):
+        ext.response_received(response, request, None)
+    ext.spider_closed(None)
+    records = {(kind, uri): (warc, http, body) for kind, uri, warc, http, body in records_in(tmp_path)
+               if kind != "warcinfo"}  # fmt: skip
+    assert set(records) == {(k, f"http://a.example/{p}") for k in ("request", "response")
+                            for p in ("cut", "closed")}  # fmt: skip
+    warc, http, body = records["response", "http://a.example/cut"]
+    assert warc.get_header("WARC-Truncated") == "disconnect" and body == b"part"
+    assert http.get_header("Content-Length") == "4"  # the stored body, still parseable
+    assert records["response", "http://a.example/closed"][0].get_header("WARC-Truncated") is None
+    assert records["request", "http://a.example/cut"][0].get_header("WARC-Truncated") is None
+    assert stat(ext, "truncated") == 1 and stat(ext, "cached_skipped") == 1
+    assert stat(ext, "records") == 4
 
 
 def test_header_bytes_that_are_not_ascii_are_stored_as_received(tmp_path: Path):
@@ -317,3 +360,39 @@ def test_real_crawl_survives_write_errors(tmp_path: Path):
     records = records_in(tmp_path / "warc")  # the default directory, in the current one
     assert len([r for r in records if r[0] == "response"]) == 3
     assert stats["irl_warc/files"] == len(listing(tmp_path / "warc")) >= 2
+
+
+@pytest.mark.slow
+def test_real_crawl_marks_a_cut_body_and_keeps_a_204_as_sent(tmp_path: Path):
+    with warc_site() as site:
+        cut, empty = site.base_url + "/truncated", site.base_url + "/nocontent"
+        stats, _ = crawl({"get": [cut, empty], "settings": {
+            "EXTENSIONS": {EXTENSION: 0}, "IRL_WARC_ENABLED": True,
+            "DOWNLOAD_FAIL_ON_DATALOSS": False}}, cwd=tmp_path)
+    responses = {uri: (warc, http, body) for kind, uri, warc, http, body
+                 in records_in(tmp_path / "warc") if kind == "response"}  # fmt: skip
+    warc, http, body = responses[cut]
+    assert body == TRUNCATED and warc.get_header("WARC-Truncated") == "disconnect"
+    assert http.get_header("Content-Length") == str(len(TRUNCATED))
+    assert responses[empty][1].statusline == "204 No Content"
+    assert responses[empty][1].get_header("Content-Length") is None
+    assert responses[empty][0].get_header("WARC-Truncated") is None
+    assert stats["irl_warc/truncated"] == 1 and stats["irl_warc/records"] == 4
+    checked_records(tmp_path / "warc")
+
+
+@pytest.mark.slow
+def test_real_crawl_does_not_archive_responses_from_the_http_cache(tmp_path: Path):
+    # The second run reads every page from HttpCacheMiddleware's cache: writing them again
+    # would date a second "capture" of each page at a time no request was sent.
+    with warc_site() as site:
+        urls = [site.base_url + p for p in ("/", "/img.png", "/missing")]
+        settings = {"EXTENSIONS": {EXTENSION: 0}, "IRL_WARC_ENABLED": True, "HTTPCACHE_ENABLED": True,
+                    "HTTPCACHE_DIR": str(tmp_path / "cache"), "IRL_WARC_DIR": str(tmp_path / "warc")}
+        first, _ = crawl({"get": urls, "settings": settings}, cwd=tmp_path)
+        second, _ = crawl({"get": urls, "settings": settings}, cwd=tmp_path)
+    assert first["irl_warc/records"] == 6 and "irl_warc/cached_skipped" not in first
+    assert second["httpcache/hit"] == 3 and second["irl_warc/cached_skipped"] == 3
+    assert second["irl_warc/records"] == 0 and second["irl_warc/files"] == 0
+    responses = [uri for kind, uri, *_ in records_in(tmp_path / "warc") if kind == "response"]
+    assert sorted(responses) == sorted(urls)
