@@ -410,12 +410,18 @@ class RotatingWarcWriter:
             raise FileExistsError(f"no free WARC file name for {self.prefix}-{stamp}")
         assert isinstance(handle, io.FileIO)
         self._file, self._path, self._size = handle, path, 0
-        self.files += 1
         try:
             self._append(self._serialize(self._warcinfo(path.name)))
         except BaseException:
+            # Nothing but (part of) a warcinfo record: remove it rather than leave it to
+            # recovery, or a full disk would leave one empty .open file per response.
             self._abandon()
+            try:
+                self._open_path(path).unlink()
+            except OSError:
+                pass  # left as .open: the next run's recovery removes it
             raise
+        self.files += 1
 
     def _warcinfo(self, filename: str) -> ArcWarcRecord:
         info = {

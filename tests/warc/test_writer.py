@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -346,3 +348,35 @@ def test_a_file_past_serial_99999_is_recovered(tmp_path: Path):
     again.release()
     assert [r.final_path for r in again.recovered] == [tmp_path / path.name[: -len(".open")]]
     assert not list(tmp_path.glob("*.open"))
+
+
+_FULL_DISK = """
+import io, resource, signal, sys
+from pathlib import Path
+from scrapy_irl.warc.writer import RotatingWarcWriter
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (100, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+writer = RotatingWarcWriter(sys.argv[1], "t", 10**9)
+errors = 0
+for n in range(5):
+    body = b"x" * 10
+    record = writer.create_record(f"http://a.example/{n}", "resource", payload=io.BytesIO(body),
+                                  length=len(body), warc_content_type="text/plain")
+    try:
+        writer.write(record)
+    except OSError:
+        errors += 1
+writer.release()
+print(errors, writer.files, writer.records)
+"""
+
+
+def test_a_full_disk_leaves_no_empty_file_per_write(tmp_path: Path):
+    # The file is full before even its warcinfo record fits (RLIMIT_FSIZE stands for the
+    # disk): each write created a new empty .open file, counted as opened, and left it there.
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", _FULL_DISK, str(tmp_path)], capture_output=True,
+                          text=True, timeout=60, cwd=root, env={"PYTHONPATH": str(root)}, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["5", "0", "0"]  # errors, files, records
+    assert listing(tmp_path) == []
