@@ -12,6 +12,8 @@ directory cuts that torn tail off and renames the file (see :func:`recover_open_
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import logging
 import os
@@ -116,9 +118,11 @@ def _scan(path: Path, gzipped: bool) -> _Scan:
     """Find the end of the last complete record of ``path``; never raises on bad data.
 
     warcio's ArchiveIterator parses the records and gives each one's offset and length; a
-    record counts as complete when its block has all ``Content-Length`` bytes and is followed
-    by the ``CRLF CRLF`` separator, and, in a gzip file, when its gzip member decompresses to
-    its end (trailer and CRC included): warcio itself reads a torn member without complaint.
+    record counts as complete when its block has all ``Content-Length`` bytes, matches its
+    ``WARC-Block-Digest`` and is followed by the ``CRLF CRLF`` separator, and, in a gzip
+    file, when its gzip member decompresses to its end (trailer and CRC included): warcio
+    itself reads a torn member without complaint. The digest is what catches damage inside
+    an uncompressed record whose lengths are intact (a hole of zeros after a power loss).
     """
     scan = _Scan()
     with open(path, "rb") as raw:
@@ -126,12 +130,19 @@ def _scan(path: Path, gzipped: bool) -> _Scan:
         try:
             for record in iterator:
                 expected = int(record.rec_headers.get_header("Content-Length") or -1)
+                digest = record.rec_headers.get_header("WARC-Block-Digest")
+                hasher = _hasher(digest)
                 got = 0
                 while chunk := record.raw_stream.read(_READ_CHUNK):
                     got += len(chunk)
+                    if hasher is not None:
+                        hasher.update(chunk)
                 offset = iterator.get_record_offset()
                 length = iterator.get_record_length()
                 if got != expected or offset != scan.end:
+                    break
+                if hasher is not None and not _digest_matches(digest, hasher):
+                    scan.error = f"WARC-Block-Digest mismatch in the record at offset {offset}"
                     break
                 end = (
                     _gzip_member_end(raw, offset, length)
@@ -149,6 +160,23 @@ def _scan(path: Path, gzipped: bool) -> _Scan:
         finally:
             iterator.close()
     return scan
+
+
+def _hasher(digest: str | None) -> Any:
+    """A hashlib object for a ``WARC-Block-Digest`` (``sha1:BASE32``), None if unknown."""
+    algorithm, _, value = (digest or "").partition(":")
+    if not value:
+        return None
+    try:
+        return hashlib.new(algorithm.strip().lower().replace("-", ""))
+    except ValueError:  # an algorithm hashlib does not know: not checked
+        return None
+
+
+def _digest_matches(digest: str, hasher: Any) -> bool:
+    value = digest.partition(":")[2].strip().upper()
+    raw = hasher.digest()
+    return value in (base64.b32encode(raw).decode(), raw.hex().upper())
 
 
 def _gzip_member_end(raw: io.BufferedReader, offset: int, length: int) -> int | None:

@@ -380,3 +380,19 @@ def test_a_full_disk_leaves_no_empty_file_per_write(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["5", "0", "0"]  # errors, files, records
     assert listing(tmp_path) == []
+
+
+def test_recovery_stops_at_a_record_whose_block_digest_is_wrong(tmp_path: Path):
+    # An uncompressed file has no CRC: after a power loss a file can come back with a hole of
+    # zeros in its unsynced tail and every length still right. The block digest catches it;
+    # the record was kept as complete, with a payload the server never sent.
+    data, ends = killed_file(tmp_path / "model", False)
+    damaged = bytearray(data)
+    damaged[ends[3] - 104:ends[3] - 54] = bytes(50)  # in the second response's payload
+    directory = tmp_path / "run"
+    directory.mkdir()
+    (directory / "t-20200101000000000000-00000.warc.open").write_bytes(bytes(damaged))
+    [recovered] = RotatingWarcWriter(directory, "t", 10**9, gzip=False).recovered
+    assert recovered.records == 3 and recovered.bytes_cut == len(data) - ends[2]
+    assert recovered.error and "digest" in recovered.error.lower()
+    assert recovered.final_path.read_bytes() == data[:ends[2]]
