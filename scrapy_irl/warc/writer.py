@@ -376,14 +376,16 @@ class RotatingWarcWriter:
         """
         if not records:
             return 0
-        data = b"".join(self._serialize(record) for record in records)
+        # Not joined into one bytes object: that would copy a body of up to
+        # DOWNLOAD_MAXSIZE once more. Each record is still one write() call.
+        chunks = [self._serialize(record) for record in records]
         if self._file is None:
             self._open_new()
-        self._append(data)
+        self._append(*chunks)
         self.records += len(records)
         if self._size >= self.max_bytes:
             self._finish()
-        return len(data)
+        return sum(len(chunk) for chunk in chunks)
 
     def close(self) -> None:
         """Finish the current file (flush, fsync, rename); later writes open a new one."""
@@ -463,22 +465,23 @@ class RotatingWarcWriter:
         record.rec_headers.replace_header("WARC-Date", warc_date(self.clock()))
         return record
 
-    def _append(self, data: bytes) -> None:
+    def _append(self, *chunks: bytes) -> None:
+        """Write ``chunks`` in order; on any error, cut the file back to before the first."""
         assert self._file is not None
         try:
-            view = memoryview(data)
-            while (
-                view
-            ):  # FileIO.write may write less than asked; each pass makes progress
-                written = self._file.write(view)
-                if not written:
-                    raise OSError(f"could not write to {self.current_path}")
-                view = view[written:]
+            for data in chunks:
+                view = memoryview(data)
+                while view:  # FileIO.write may write less than asked; each pass makes progress
+                    written = self._file.write(view)
+                    if not written:
+                        raise OSError(f"could not write to {self.current_path}")
+                    view = view[written:]
         except BaseException:
             self._rollback()
             raise
-        self._size += len(data)
-        self.bytes += len(data)
+        size = sum(len(data) for data in chunks)
+        self._size += size
+        self.bytes += size
 
     def _rollback(self) -> None:
         """Cut a failed append off, or abandon the file to recovery if that fails too."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -269,14 +271,18 @@ def test_recovery_does_not_overwrite_an_existing_final_file(tmp_path: Path):
 
 # -- write errors --------------------------------------------------------------------------
 class _FailingFile:
-    """Wraps the writer's file: writes half of the next chunk, then raises."""
+    """Wraps the writer's file: lets ``after`` writes through, writes half of the next
+    chunk, then raises."""
 
-    def __init__(self, real: io.FileIO) -> None:
+    def __init__(self, real: io.FileIO, after: int = 0) -> None:
         self.real = real
         self.armed = True
+        self.after = after
 
     def write(self, data: memoryview) -> int:
-        if self.armed:
+        if self.armed and self.after:
+            self.after -= 1
+        elif self.armed:
             self.armed = False
             self.real.write(data[: len(data) // 2])
             raise OSError(28, "No space left on device")
@@ -294,6 +300,10 @@ def test_a_failed_write_is_cut_off_and_the_file_stays_valid(tmp_path: Path):
     with pytest.raises(OSError):
         writer.write(*pair(writer, "http://a.example/1", b"one" * 100))
     assert writer.current_path.stat().st_size == size
+    writer._file = _FailingFile(writer._file.real, after=1)  # the request fails, not the response
+    with pytest.raises(OSError):
+        writer.write(*pair(writer, "http://a.example/1b", b"one" * 100))
+    assert writer.current_path.stat().st_size == size  # the pair goes, not only its request
     writer.write(*pair(writer, "http://a.example/2", b"two"))
     writer.close()
     [path] = warc_files(tmp_path)
@@ -396,3 +406,23 @@ def test_recovery_stops_at_a_record_whose_block_digest_is_wrong(tmp_path: Path):
     assert recovered.records == 3 and recovered.bytes_cut == len(data) - ends[2]
     assert recovered.error and "digest" in recovered.error.lower()
     assert recovered.final_path.read_bytes() == data[:ends[2]]
+
+
+def test_a_large_record_is_not_copied_once_more_to_be_written(tmp_path: Path):
+    # The serialised records were joined into one bytes object before the write: a second
+    # copy of the body (with DOWNLOAD_MAXSIZE's 1 GiB default, 1 GiB more at peak).
+    body = os.urandom(20_000_000)
+    writer = RotatingWarcWriter(tmp_path, "t", 10**10, gzip=False, clock=clock)
+    records = pair(writer, "http://a.example/big", body)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        written = writer.write(*records)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    writer.release()
+    assert written > len(body)
+    assert peak < 1.5 * len(body), peak / len(body)
+    [path] = warc_files(tmp_path)
+    assert read(path)[1]["payload"] == body
