@@ -31,6 +31,7 @@ process dies are lost; they are written out at least every ``flush_interval`` se
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -273,6 +274,13 @@ class Drum:
             )
         self._remove_stale_files(manifest)
         return manifest
+
+    def _manifest_on_disk(self) -> Manifest | None:
+        """MANIFEST as it is on disk now, after a failed write (None if unreadable)."""
+        try:
+            return read_manifest(self.path)
+        except (OSError, DrumError):
+            return None
 
     def _remove_stale_files(self, manifest: Manifest) -> None:
         """Delete files of epochs the manifest does not reference (interrupted merges)."""
@@ -597,7 +605,7 @@ class Drum:
         pending = list(old.pending_delivery)
         if self.on_results is not None:
             pending.append(old.epoch)
-        self._manifest = Manifest(
+        manifest = Manifest(
             epoch=new_epoch,
             buckets=self.k,
             value_descr=old.value_descr,
@@ -607,7 +615,28 @@ class Drum:
             cache_vals_crc=writer.vals_crc,
             pending_delivery=pending,
         )
-        write_manifest(self.path, self._manifest, fsync=self.fsync)  # the commit point
+        try:
+            write_manifest(self.path, manifest, fsync=self.fsync)  # the commit point
+        except BaseException as exc:
+            # A full disk (or any error) before the rename: the merge did not happen.
+            # Keep the old epoch in RAM as on disk, and take the new epoch's files away,
+            # so the next merge() redoes this one from the untouched bucket files.
+            # (Until 2026-11-25 the new manifest was kept in RAM: the next merge merged
+            # the same bucket files a second time and the store was left corrupt.)
+            on_disk = self._manifest_on_disk()
+            committed = None if on_disk is None else on_disk.epoch
+            if committed != new_epoch:
+                if committed == old.epoch:  # (unknown: leave the files to the next open)
+                    for path in (*cache_paths(self.path, new_epoch), results_path):
+                        with contextlib.suppress(OSError):
+                            path.unlink(missing_ok=True)
+                raise
+            if not isinstance(exc, Exception):
+                raise
+            # The rename happened and only the directory fsync failed: committed.
+            logger.warning("DRUM %s: merge committed, but syncing the directory failed",
+                           self.path, exc_info=True)  # fmt: skip
+        self._manifest = manifest
 
         # Everything below is cleanup that the next open would also do.
         for path in cache_paths(self.path, old.epoch):
@@ -672,7 +701,15 @@ class Drum:
                 if self.before_ack is not None:
                     self.before_ack()  # the consumer makes what it got durable first
                 self._manifest.pending_delivery.remove(epoch)
-                write_manifest(self.path, self._manifest, fsync=self.fsync)
+                try:
+                    write_manifest(self.path, self._manifest, fsync=self.fsync)
+                except BaseException:
+                    # Not acknowledged on disk (a full disk): still owed in RAM too, so
+                    # the files stay and the epoch is delivered again, as after a crash.
+                    on_disk = self._manifest_on_disk()
+                    if on_disk is not None and epoch in on_disk.pending_delivery:
+                        self._manifest.pending_delivery.insert(0, epoch)
+                    raise
                 for bucket in self._make_buckets(epoch):
                     bucket.delete()
                 (self.path / f"res.{epoch:010d}.drum").unlink(missing_ok=True)
