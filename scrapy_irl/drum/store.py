@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import operator
 import os
 import re
 import time
@@ -82,6 +83,11 @@ _OUR_FILE = re.compile(r"^(z\.\d{10}\.(keys|vals)|bucket-\d{4}\.\d{10}\.(kv|aux)
 _EPOCH = re.compile(r"\.(\d{10})\.")
 _KEY_LIMIT = 1 << 64
 
+#: Largest aux string, and largest ``buffer_bytes``: a bucket's write-out is one frame
+#: whose length field is 32 bits, so a buffer plus one tuple must stay far below 4 GiB.
+MAX_AUX_BYTES = 1 << 30
+MAX_BUFFER_BYTES = 1 << 30
+
 
 @dataclass
 class DrumBatch:
@@ -116,6 +122,9 @@ class DrumBatch:
 
 
 ResultsCallback = Callable[[DrumBatch], None]
+
+#: What :meth:`Drum.update` accepts as a value: raw bytes, or a number of the value dtype.
+Value = bytes | bytearray | memoryview | int | float | np.generic | None
 
 
 @dataclass
@@ -185,6 +194,8 @@ class Drum:
             raise DrumError(f"buckets must be a power of two in 1..{MAX_BUCKETS}, got {buckets}")
         if buffer_bytes < 1 or bucket_bytes < 1 or merge_chunk_bytes < 1:
             raise DrumError("buffer_bytes, bucket_bytes and merge_chunk_bytes must be positive")
+        if buffer_bytes > MAX_BUFFER_BYTES:
+            raise DrumError(f"buffer_bytes must be at most {MAX_BUFFER_BYTES} (1 GiB), got {buffer_bytes}")
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.value_dtype = np.dtype(value_dtype) if value_dtype is not None else NO_VALUE
@@ -254,7 +265,8 @@ class Drum:
         stored = np.lib.format.descr_to_dtype(_tuplify(manifest.value_descr))  # type: ignore[arg-type]
         if stored != self.value_dtype:
             raise DrumError(
-                f"{self.path}: store holds values of dtype {stored}, opened with {self.value_dtype}"
+                f"{self.path}: store holds {_values_name(stored)}, opened with "
+                f"{_values_name(self.value_dtype)}; reopen with the original value_dtype"
             )
         if manifest.buckets != self.k:
             raise DrumError(
@@ -262,7 +274,10 @@ class Drum:
                 f"with {self.k}; reopen with the original bucket count"
             )
         if manifest.store_aux != self.store_aux:
-            raise DrumError(f"{self.path}: store_aux={manifest.store_aux} at creation")
+            raise DrumError(
+                f"{self.path}: store was created with store_aux={manifest.store_aux}, "
+                f"opened with store_aux={self.store_aux}"
+            )
         keys_path, vals_path = cache_paths(self.path, manifest.epoch)
         count = manifest.cache_count
         verify_cache_file(keys_path, count * 8, manifest.cache_keys_crc if verify else None)
@@ -335,29 +350,69 @@ class Drum:
     # -- appending tuples ------------------------------------------------------------------
 
     def check(self, key: int, aux: bytes = b"") -> None:
-        """Queue a ``check`` of ``key``; its result arrives with the next merge."""
+        """Queue a ``check`` of ``key``; its result arrives with the next merge.
+
+        ``key`` is an int (or numpy integer) in ``0 .. 2**64-1``; ``aux`` a bytes string of
+        at most :data:`MAX_AUX_BYTES`, handed back with the result. Anything else raises
+        :class:`DrumError` and queues nothing.
+        """
         self._append(key, CHECK, self._zero_value, aux)
 
-    def update(self, key: int, value: bytes | None = None, aux: bytes = b"") -> None:
-        """Queue an ``update`` (insert, or combine with the stored value) of ``key``."""
+    def update(self, key: int, value: Value = None, aux: bytes = b"") -> None:
+        """Queue an ``update`` (insert, or combine with the stored value) of ``key``.
+
+        ``value``: exactly ``value_dtype.itemsize`` bytes, or a number / numpy scalar of
+        the value dtype (``5``, ``np.uint32(5)``); None stores zeros.
+        """
         self._append(key, UPDATE, self._value_bytes(value), aux)
 
-    def check_update(self, key: int, value: bytes | None = None, aux: bytes = b"") -> None:
+    def check_update(self, key: int, value: Value = None, aux: bytes = b"") -> None:
         """Queue a ``check+update``: the result tells whether the key existed before."""
         self._append(key, CHECK_UPDATE, self._value_bytes(value), aux)
 
-    def _value_bytes(self, value: bytes | None) -> bytes:
+    def _value_bytes(self, value: object) -> bytes:
         if value is None:
             return self._zero_value
-        if len(value) != len(self._zero_value):
-            raise DrumError(f"value must be {len(self._zero_value)} bytes, got {len(value)}")
-        return value
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            raw = bytes(value)
+            if len(raw) != len(self._zero_value):
+                raise DrumError(f"value must be {len(self._zero_value)} bytes, got {len(raw)}")
+            return raw
+        if not self.has_values:
+            raise DrumError("this store keeps no values (value_dtype=None); pass no value")
+        array = self._as_values(value)
+        if array.ndim:
+            raise DrumError(f"value must be one {self.value_dtype} value, got shape {array.shape}")
+        return array.tobytes()
+
+    def _as_values(self, values: object) -> np.ndarray:
+        """``values`` as an array of the value dtype; a cast that would change a value
+        (float to integer, a negative or too large integer) is refused, not wrapped."""
+        try:
+            array = np.asarray(values)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise DrumError(f"values must be {self.value_dtype} values: {exc}") from None
+        target = self.value_dtype
+        if array.dtype == target:
+            return array
+        if array.size == 0:
+            return array.astype(target)
+        if target.kind in "iu" and array.dtype.kind in "iu":
+            info = np.iinfo(target)
+            low, high = int(array.min()), int(array.max())
+            if low < info.min or high > info.max:
+                raise DrumError(f"values out of range for {target}: {low}..{high}")
+        elif not np.can_cast(array.dtype, target, "same_kind"):
+            raise DrumError(f"values of dtype {array.dtype} cannot be stored as {target} values")
+        return array.astype(target)
 
     def _append(self, key: int, op: int, value: bytes, aux: bytes) -> None:
         if self._closed:
             raise DrumError("DRUM store is closed")
-        if not 0 <= key < _KEY_LIMIT:
-            raise DrumError(f"key must be an unsigned 64-bit integer, got {key!r}")
+        if key.__class__ is not int or not 0 <= key < _KEY_LIMIT:
+            key = _as_key(key)
+        if aux.__class__ is not bytes or len(aux) > MAX_AUX_BYTES:
+            aux = _as_aux(aux)  # a str in the buffer would fail every later write-out
         bucket = self._buckets[key >> self._shift]
         bucket.append(key.to_bytes(8, "little") + _OP_BYTES[op] + value, aux)
         self.stats.tuples_appended += 1
@@ -369,31 +424,42 @@ class Drum:
         self,
         keys: np.ndarray | Sequence[int],
         op: int | np.ndarray = CHECK_UPDATE,
-        values: np.ndarray | None = None,
+        values: np.ndarray | Sequence[int] | None = None,
         aux: Sequence[bytes] | None = None,
     ) -> None:
         """Queue many tuples at array speed (the batch path).
 
-        ``op`` is one operation for all tuples or an array of one per tuple (a mixed
-        batch); ``values`` an array of the value dtype; ``aux`` one bytes per tuple.
+        ``keys``: unsigned 64-bit integers (a uint64 array, or any integer array or
+        sequence without negative keys); ``op`` one operation for all tuples or an array
+        of one per tuple (a mixed batch); ``values`` an array of the value dtype (or one
+        numpy can cast to it without changing a value), only for a store with values;
+        ``aux`` one bytes string per tuple. Invalid input raises :class:`DrumError` and
+        queues nothing. Results arrive, per bucket in submission order, with a merge.
         """
         if self._closed:
             raise DrumError("DRUM store is closed")
-        keys = np.asarray(keys, dtype=KEY_DTYPE)
+        keys = _as_keys(keys)
         n = len(keys)
-        ops = np.asarray(op, dtype=np.uint8)
+        ops = np.asarray(op)
+        if ops.ndim > 1 or ops.dtype.kind not in "iu" or not np.isin(ops, _VALID_OPS).all():
+            raise DrumError(f"unknown DRUM operation in {op!r} (use CHECK, UPDATE or CHECK_UPDATE)")
+        ops = ops.astype(np.uint8)
         if ops.ndim and len(ops) != n:
             raise DrumError(f"{n} keys but {len(ops)} operations")
-        if not np.isin(ops, _VALID_OPS).all():
-            raise DrumError(f"unknown DRUM operation in {op!r}")
-        if aux is not None and len(aux) != n:
-            raise DrumError(f"{n} keys but {len(aux)} aux strings")
+        if aux is not None:
+            if len(aux) != n:
+                raise DrumError(f"{n} keys but {len(aux)} aux strings")
+            if n and (set(map(type, aux)) != {bytes} or max(map(len, aux)) > MAX_AUX_BYTES):
+                aux = [_as_aux(a) for a in aux]
         records = np.zeros(n, dtype=self._record_dtype)
         records["key"] = keys
         records["op"] = ops
-        if self.has_values and values is not None:
-            if len(values) != n:
-                raise DrumError(f"{n} keys but {len(values)} values")
+        if values is not None:
+            if not self.has_values:
+                raise DrumError("this store keeps no values (value_dtype=None); pass values=None")
+            values = self._as_values(values)
+            if values.ndim != 1 or len(values) != n:
+                raise DrumError(f"{n} keys but values of shape {values.shape}")
             records["value"] = values
         bucket_ids = (keys >> np.uint64(self._shift)).astype(np.int64) if self.k > 1 else np.zeros(n, dtype=np.int64)
         order = np.argsort(bucket_ids, kind="stable")
@@ -468,6 +534,8 @@ class Drum:
             raise DrumError("contains() needs a store opened with sync_index=True")
         stats = self.stats
         stats.sync_lookups += 1
+        if key.__class__ is not int:
+            key = _as_key(key)
         if not 0 <= key < _KEY_LIMIT:
             return False
         if key in self._pending or self._cache_index.contains(key):  # type: ignore[union-attr]
@@ -484,6 +552,8 @@ class Drum:
         """
         stats = self.stats
         stats.sync_lookups += 1
+        if key.__class__ is not int:  # numpy integers (to_bytes below needs an int)
+            key = _as_key(key)
         recent = self._pending_recent
         if key in recent:  # the newest keys: most repeats end here
             stats.sync_hits += 1
@@ -690,6 +760,8 @@ class Drum:
         all its buckets; if the callback raises, the epoch stays owed and is delivered
         again next time, with the same epoch number.
         """
+        if self._closed:
+            raise DrumError("DRUM store is closed")
         if self.on_results is None or self._delivering or not self._manifest.pending_delivery:
             return 0
         self._delivering = True  # a callback that submits and merges must not re-enter
@@ -803,6 +875,53 @@ _OP_BYTES = {op: bytes([op]) for op in (CHECK, UPDATE, CHECK_UPDATE)}
 def _no_sync_index(key: int) -> bool:
     raise TypeError("no sync index")
 _VALID_OPS = np.array([CHECK, UPDATE, CHECK_UPDATE], dtype=np.uint8)
+
+
+def _values_name(dtype: np.dtype) -> str:
+    return f"values of dtype {dtype}" if dtype.itemsize else "no values (value_dtype=None)"
+
+
+def _as_key(key: object) -> int:
+    """``key`` as an int in 0..2**64-1 (numpy integers accepted), else DrumError."""
+    try:
+        value = operator.index(key)  # type: ignore[arg-type]
+    except TypeError:
+        value = -1
+    if not 0 <= value < _KEY_LIMIT:
+        raise DrumError(f"key must be an unsigned 64-bit integer, got {key!r}")
+    return value
+
+
+def _as_keys(keys: object) -> np.ndarray:
+    """A 1-d uint64 array of ``keys``; negative, too large or non-integer keys are
+    refused (numpy would wrap -1 to 2**64-1 and cut 1.5 to 1 without a word)."""
+    try:
+        array = np.asarray(keys)
+        # Python ints on both sides of 2**63 make float64 (or object) arrays: convert
+        # them exactly (out of range raises), but never cut a float to an int.
+        if (array.ndim == 1 and array.dtype.kind in "fO" and not isinstance(keys, np.ndarray)
+                and all(isinstance(k, (int, np.integer)) for k in keys)):  # type: ignore[union-attr]
+            array = np.array(keys, dtype=KEY_DTYPE)
+    except (TypeError, ValueError, OverflowError):
+        raise DrumError("keys must be unsigned 64-bit integers (0 <= key < 2**64)") from None
+    if array.ndim != 1:
+        raise DrumError(f"keys must be a sequence or 1-d array, got shape {array.shape}")
+    if array.dtype == KEY_DTYPE or array.size == 0:
+        return array.astype(KEY_DTYPE, copy=False)
+    if array.dtype.kind == "i" and array.min() >= 0 or array.dtype.kind == "u":
+        return array.astype(KEY_DTYPE)
+    raise DrumError(f"keys must be unsigned 64-bit integers, got dtype {array.dtype}"
+                    + (f" with negative keys (min {array.min()})" if array.dtype.kind == "i" else ""))  # fmt: skip
+
+
+def _as_aux(aux: object) -> bytes:
+    try:
+        view = memoryview(aux)  # type: ignore[arg-type]
+    except TypeError:
+        raise DrumError(f"aux must be bytes, got {type(aux).__name__}") from None
+    if view.nbytes > MAX_AUX_BYTES:
+        raise DrumError(f"aux of {view.nbytes} bytes is over the {MAX_AUX_BYTES}-byte limit")
+    return view.tobytes()
 
 
 def _tuplify(descr: object) -> object:
