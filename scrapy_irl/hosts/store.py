@@ -219,13 +219,25 @@ class HostStore:
         self._write(self._db.delete, DNS_PREFIX + host.encode("utf-8"))
 
     def robots_origins(self) -> Iterator[str]:
-        """Every origin with a robots record, in key order (a full scan: tools and tests)."""
-        for key in self._db.iterator(prefix=ROBOTS_PREFIX, include_value=False):
-            yield key[1:].decode("utf-8")
+        """Every origin with a robots record, in key order (a full scan: tools and tests).
+
+        A damaged block raises :class:`HostStoreError` (a scan cannot step over it)."""
+        yield from self._scan(ROBOTS_PREFIX)
 
     def dns_hosts(self) -> Iterator[str]:
-        for key in self._db.iterator(prefix=DNS_PREFIX, include_value=False):
-            yield key[1:].decode("utf-8")
+        """Every host with a DNS record, in key order (a full scan, as :meth:`robots_origins`)."""
+        yield from self._scan(DNS_PREFIX)
+
+    def _scan(self, prefix: bytes) -> Iterator[str]:
+        try:
+            for key in self._db.iterator(prefix=prefix, include_value=False):
+                yield key[1:].decode("utf-8", "replace")
+        except (plyvel.CorruptionError, plyvel.IOError) as exc:
+            # It used to escape as plyvel's own exception: a traceback from the CLI's --list.
+            raise HostStoreError(
+                f"host store {self.path} is corrupt ({exc}); move it away to start a "
+                "fresh cache (robots.txt and DNS data are refetched)"
+            ) from exc
 
     # -- lifetime --------------------------------------------------------------------------
     @property

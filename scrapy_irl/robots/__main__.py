@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from scrapy_irl.exceptions import HostStoreError
 from scrapy_irl.hosts.records import RobotsKind
-from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.hosts.store import HostStore, _headless_data
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
 from scrapy_irl.robots.origin import origin_of
 
@@ -37,7 +37,8 @@ def store_path(given: str) -> Path:
     for a directory that holds none (opening would create an empty one)."""
     path = Path(given)
     for candidate in (path, path / "irl" / "hosts"):
-        if (candidate / "CURRENT").is_file():
+        # A store whose CURRENT is gone is still a store: HostStore says it is damaged.
+        if (candidate / "CURRENT").is_file() or _headless_data(candidate):
             return candidate
     raise HostStoreError(
         f"{given} holds no host store (no LevelDB CURRENT file in it or in its irl/hosts)"
@@ -70,8 +71,11 @@ def _text(value: str | bytes) -> str:
 
 def describe(cache: RobotsCache, url: str, user_agent: str, now: float) -> dict[str, Any]:
     """What the cache says about ``url`` for ``user_agent`` (JSON-ready)."""
+    # As Scrapy's Request does (safe_url_string): a crawl stores https://bücher.de/ under
+    # https://xn--bcher-kva.de and matches rules against the percent-encoded path.
+    safe = _idna_url(url)
     try:
-        origin = origin_of(urlsplit(url))
+        origin = origin_of(urlsplit(safe))
     except ValueError:
         origin = None
     if origin is None:
@@ -80,8 +84,20 @@ def describe(cache: RobotsCache, url: str, user_agent: str, now: float) -> dict[
     if cached is None:
         return {"url": url, "origin": origin, "cached": False}
     return {"url": url, "origin": origin, "cached": True, **_record(cached, now),
-            "allowed": cached.allowed(url, user_agent),
+            "allowed": cached.allowed(safe, user_agent),
             "crawl_delay": cached.crawl_delay(user_agent)}  # fmt: skip
+
+
+def _idna_url(url: str) -> str:
+    """``url`` with its host in IDNA (punycode), as the crawl that filled the store saw it."""
+    try:
+        from w3lib.url import safe_url_string
+    except ImportError:  # pragma: no cover (w3lib comes with Scrapy)
+        return url
+    try:
+        return safe_url_string(url)
+    except (ValueError, UnicodeError):
+        return url
 
 
 def _record(cached: CachedRobots, now: float) -> dict[str, Any]:

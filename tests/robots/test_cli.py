@@ -63,3 +63,63 @@ def test_a_missing_or_busy_store_is_a_clear_error(tmp_path: Path, capsys) -> Non
     with HostStore(tmp_path):  # a crawl holding it
         code, _, err = run(capsys, str(tmp_path), "http://a.test/")
     assert code == 2 and "another crawl is using it" in err
+
+
+def test_non_ascii_hosts_are_looked_up_as_the_crawl_stored_them(tmp_path: Path, capsys) -> None:
+    # Scrapy's Request makes the host IDNA (https://xn--bcher-kva.de), so the crawl stores
+    # that origin; the command looked up https://bücher.de and said nothing was cached.
+    now = time.time()
+    with HostStore(tmp_path) as store:
+        store.put_robots("https://xn--bcher-kva.de", RobotsRecord(
+            RobotsKind.RULES, 200, now, now, now + 3600, 0, b"User-agent: *\nDisallow: /%C3%A4\n"))
+    code, lines, _ = run(capsys, str(tmp_path), "https://bücher.de/ä", "https://BÜCHER.de:443/b")
+    assert code == 0
+    assert lines[0].startswith("https://bücher.de/ä: DISALLOWED by https://xn--bcher-kva.de/robots.txt")
+    assert lines[1].startswith("https://BÜCHER.de:443/b: allowed by https://xn--bcher-kva.de/robots.txt")
+
+
+def test_a_damaged_store_is_an_error_message_not_a_traceback(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "hosts"
+    now = time.time()
+    with HostStore(path) as store:
+        for i in range(3000):
+            store.put_robots(f"http://h{i}.test", RobotsRecord(
+                RobotsKind.RULES, 200, now, now, now + 3600, 0, b"User-agent: *\nDisallow: /%d\n" % i))
+        store._db.compact_range()
+    for table in path.glob("*.ldb"):  # one damaged block: --list used to end in plyvel's traceback
+        data = bytearray(table.read_bytes())
+        data[len(data) // 3 : len(data) // 3 + 8] = b"\xff" * 8
+        table.write_bytes(bytes(data))
+    code, _, err = run(capsys, str(path), "--list")
+    assert code == 2 and err.startswith("error: host store") and "is corrupt" in err
+    (path / "CURRENT").unlink()  # was "holds no host store", as if the directory were empty
+    code, _, err = run(capsys, str(path), "--list")
+    assert code == 2 and "is corrupt (its CURRENT file is missing" in err
+
+
+def python_blocks(rst: Path) -> list[str]:
+    """The ``::`` literal blocks of an .rst file that start with a Python import."""
+    import textwrap
+
+    blocks, lines = [], rst.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if not line.rstrip().endswith("::"):
+            continue
+        body = []
+        for follow in lines[i + 1 :]:
+            if follow.strip() and not follow.startswith(" "):
+                break
+            body.append(follow)
+        code = textwrap.dedent("\n".join(body)).strip()
+        if code.startswith(("import ", "from ")):
+            blocks.append(code)
+    return blocks
+
+
+def test_the_python_example_of_the_docs_runs(tmp_path: Path, monkeypatch) -> None:
+    # It used an undefined parse() and time without importing it.
+    blocks = python_blocks(Path(__file__).resolve().parents[2] / "docs" / "robots.rst")
+    assert len(blocks) == 1
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], "docs/robots.rst", "exec"), {})  # noqa: S102
+    assert (tmp_path / "job" / "irl" / "hosts" / "CURRENT").is_file()
