@@ -137,8 +137,10 @@ class RobotsCacheMiddleware:
         #: Called before each redirect hop of a robots.txt fetch with the next URL; returns
         #: a Deferred firing when the hop may start. The IRL scheduler sets it so that hops
         #: respect its host and IP delays; None follows redirects at once.
-        # Called as hop_gate(url, route) with the hop's proxy choice (see robots_meta).
-        self.hop_gate: Callable[[str, dict[str, Any]], Deferred[None]] | None = None
+        # Called as hop_gate(url, route, origin) with the hop's proxy choice (see
+        # robots_meta) and the origin whose robots.txt is fetched: the fetch holds that
+        # origin's host and IP in the scheduler's heaps, and its hops must not wait for it.
+        self.hop_gate: Callable[[str, dict[str, Any], str], Deferred[None]] | None = None
         self._closed = False
         _BY_CRAWLER[id(crawler)] = self
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
@@ -389,7 +391,7 @@ class RobotsCacheMiddleware:
                     except ValueError:
                         url = ""
                     if self.hop_gate is not None:
-                        await maybe_deferred_to_future(self.hop_gate(url, route))
+                        await maybe_deferred_to_future(self.hop_gate(url, route, origin))
                     continue
                 self._inc("redirect_limit")
             return await self._store_response(

@@ -84,6 +84,9 @@ class Host:
     # Meta its robots.txt requests carry to go the way its pages go (a proxy named by
     # the pages' meta); None: nothing to add.
     robots_meta: dict[str, Any] | None = None
+    # robots.txt redirect hops waiting to claim it (:meth:`Politeness.claim_hop`): kept
+    # in the table meanwhile (forget_idle), or the hop would book a forgotten host.
+    hop_waits: int = 0
 
     def due_at(self) -> float:
         return self.last_start + self.delay
@@ -227,9 +230,13 @@ class Politeness:
                 self._unready(host)
         return dropped
 
-    def _unready(self, host: Host) -> None:
-        """Take ``host`` out of its IP's ready heap (rare: its items were drained)."""
+    def _unready(self, host: Host, *, keep_place: bool = False) -> None:
+        """Take ``host`` out of its IP's ready heap (rare: its items were drained, or a
+        redirect hop claims it). ``keep_place``: it re-enters with the tag it had."""
         address = self.ips[host.ip]
+        if keep_place:
+            host.finish = next(entry[0] for entry in address.ready if entry[2] is host)
+            host.backlogged = True
         address.ready = [entry for entry in address.ready if entry[2] is not host]
         heapq.heapify(address.ready)
         address.ready_weight = sum(entry[3] for entry in address.ready)
@@ -371,24 +378,69 @@ class Politeness:
         return items
 
     def reserve(self, host: Host, now: float) -> float:
-        """Book a start for an extra request of ``host`` (a robots.txt redirect hop).
+        """Book a start for an extra request of ``host`` (a robots.txt redirect hop)
+        without holding anything in flight: :meth:`claim_hop` with no slot."""
+        return self.claim_hop(host, now, host_slot=False, ip_slot=False)
 
-        Returns when it may start: once its IP's delay has passed (robots.txt fetches are
+    def hop_blocked(self, host: Host, ip: str, *, host_slot: bool, ip_slot: bool) -> bool:
+        """Whether a redirect hop to ``host`` on ``ip`` must wait to claim the slots it
+        needs: the host has a request in flight (or waits for a DNS lookup, and may move),
+        or the IP has :attr:`max_in_flight_per_ip` requests in flight."""
+        if host_slot and (host.in_flight or host.resolving):
+            return True
+        address = self.ips.get(ip)
+        return (ip_slot and address is not None
+                and address.in_flight >= self.max_in_flight_per_ip)  # fmt: skip
+
+    def claim_hop(self, host: Host, now: float, *, ip: str | None = None,
+                  host_slot: bool = True, ip_slot: bool = True) -> float:  # fmt: skip
+        """Book a robots.txt redirect hop to ``host`` on ``ip`` (default ``host.ip``, which
+        must be in the table) and hold it in flight until :meth:`release_hop`.
+
+        Returns when it may start: once the IP's delay has passed (robots.txt fetches are
         limited by the IP heap only). That moment becomes the IP's last start, so nothing
-        else is handed out to the IP too close to it.
+        else is handed out to the IP too close to it. ``host_slot``: the host counts as
+        in flight (taken out of its IP's ready heap, keeping its place), so none of its
+        pages go during the hop; ``ip_slot``: the hop takes one of the IP's in-flight
+        slots. The caller leaves out what the hop's robots.txt fetch already holds (its
+        own host and IP), or a chain of hops would wait for itself.
         """
-        address = self.ips[host.ip]
+        address = self.ips[host.ip if ip is None else ip]
         start = max(now, address.due_at())
         address.last_start = start
-        host.hop_start = (
-            start  # a hop is a plain request to the host: pages wait after it
-        )
+        # a hop is a plain request to the host: pages wait after it
+        host.hop_start = max(host.hop_start, start)
+        if ip_slot:
+            address.in_flight += 1
+        if host_slot:
+            if host.ready:
+                self._unready(host, keep_place=True)
+            host.in_flight = True
+            host.gen += 1  # its host-heap entry, if any, is stale: queued again at release
         if address.in_heap:
             self._schedule_ip(address)
         return start
 
+    def release_hop(self, host: Host, now: float, *, ip: str | None = None,
+                    host_slot: bool = True, ip_slot: bool = True) -> None:  # fmt: skip
+        """The hop claimed with :meth:`claim_hop` (same ``ip`` and slots) is over at
+        ``now``: its host's pages wait tau_h, the IP's next request tau_s, from then."""
+        self.restarted(host, now, host_too=False, hop=True, ip=ip)
+        if host_slot and host.in_flight:
+            host.in_flight = False
+            host.last_start = max(host.last_start, host.hop_start)
+            if host.queue and not host.ready and not host.resolving:
+                self._schedule_host(host)
+        address = self.ips.get(host.ip if ip is None else ip)
+        if address is None:
+            return
+        if ip_slot:
+            address.in_flight = max(0, address.in_flight - 1)
+        if address.ready and address.in_flight < self.max_in_flight_per_ip:
+            self._schedule_ip(address)
+
     def restarted(self, host: Host, now: float, *, host_too: bool = True,
-                  hop: bool = False) -> None:  # fmt: skip
+                  hop: bool = False, ip: str | None = None) -> None:  # fmt: skip
         """The request of ``host`` really started at ``now`` (later than its hand-out).
 
         Moves both delays' reference points forward, so gaps hold between the moments
@@ -400,7 +452,9 @@ class Politeness:
             host.hop_start = max(host.hop_start, now)
         # A robots.txt redirect hop books a host that may have no work queued: the table
         # can forget its IP (once tau_s after the booking passed) while the hop is slow.
-        address = self.ips.get(host.ip)
+        # ``ip``: the hop was booked on another address than the host's (its record had
+        # expired and the name now resolves elsewhere).
+        address = self.ips.get(host.ip if ip is None else ip)
         if address is None:
             return
         if now > address.last_start:
@@ -463,7 +517,8 @@ class Politeness:
         idle = [
             h
             for h in self.hosts.values()
-            if not h.queue and not h.in_flight and not h.resolving and h.due_at() <= now
+            if not h.queue and not h.in_flight and not h.resolving and not h.hop_waits
+            and h.due_at() <= now
         ]
         for host in idle:
             self._forget(host)

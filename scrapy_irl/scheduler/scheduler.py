@@ -65,7 +65,7 @@ from scrapy_irl.scheduler.layout import (
     mark_frontier,
 )
 from scrapy_irl.scheduler.pipeline import budget_policy, check_settings
-from scrapy_irl.scheduler.politeness import Host, Politeness
+from scrapy_irl.scheduler.politeness import Host, Ip, Politeness
 from scrapy_irl.scheduler.start_log import FILENAME as START_LOG
 from scrapy_irl.scheduler.start_log import PolitenessMemory, StartLog
 from scrapy_irl.scheduler.traps import PathTrapRule
@@ -130,6 +130,28 @@ class Handout:
         self.reached = False  # request_reached_downloader seen
         self.item = item  # what RAM held (Held record or Request), released at the end
         self.request = request
+
+
+class Hop:
+    """A robots.txt redirect hop: waiting to claim its host and IP, then booked on them."""
+
+    __slots__ = ("gate", "host", "host_slot", "ip", "ip_slot", "origin", "reached",
+                 "since", "start", "url")  # fmt: skip
+
+    def __init__(self, url: str, host: Host, ip: str, origin: str | None, *,
+                 host_slot: bool, ip_slot: bool, since: float, gate: Any) -> None:  # fmt: skip
+        self.url = url
+        self.host = host
+        self.ip = ip  # where it is booked: ``host.ip``, or a fresh address (record expired)
+        self.origin = origin  # the origin whose robots.txt fetch it belongs to
+        # What it holds in flight (what the fetch does not hold already); False for both
+        # once it gave up waiting (IRL_HANDOUT_TIMEOUT) and was only booked.
+        self.host_slot = host_slot
+        self.ip_slot = ip_slot
+        self.since = since  # when it started waiting (scheduler clock)
+        self.start = since  # when it was booked to start, once claimed
+        self.gate = gate  # the Deferred the robots middleware waits on
+        self.reached = False  # request_reached_downloader seen
 
 
 class RobotsMarker:
@@ -301,8 +323,11 @@ class IrlScheduler:
         self._robots_hosts: dict[
             str, Host
         ] = {}  # robots.txt URL being fetched -> its host
-        # Those of its URLs that are redirect hops (requests the host's tau_h counts).
-        self._robots_hop_urls: set[str] = set()
+        # Its redirect hops booked in the heaps, by URL (requests the host's tau_h counts,
+        # holding their host and an IP slot until request_left_downloader or the end of
+        # their fetch), and those still waiting for their host or IP to be free.
+        self._hop_claims: dict[str, Hop] = {}
+        self._hop_waits: list[Hop] = []
         # id(request) -> its hand-out, until the request is over
         self._handed: dict[int, Handout] = {}
         # record -> the Request it was written from, while something else still holds
@@ -510,6 +535,7 @@ class IrlScheduler:
                 if loop is not None and loop.running:
                     loop.stop()
             self.waker.cancel()
+            self._grant_hops()  # closed: the hops still waiting go (the fetch is dropped)
             saved = self._requeue_ram()
             if saved:
                 logger.info("Saved %(n)d requests held in RAM back to BEAST", {"n": saved},
@@ -1180,16 +1206,20 @@ class IrlScheduler:
         d = deferred_from_coro(self.robots.robot_parser(probe, fresh_for=fresh_for))
         d.addBoth(self._robots_done, host, marker.origin)
 
-    def _robots_hop_gate(self, url: str, route: dict[str, Any] | None = None) -> Any:
-        """Delay a robots.txt redirect hop until its IP is due, booked in the heaps.
+    def _robots_hop_gate(self, url: str, route: dict[str, Any] | None = None,
+                         origin: str | None = None) -> Any:  # fmt: skip
+        """Delay a robots.txt redirect hop of ``origin``'s fetch until its host and IP
+        are free and its IP is due, booked and held in the heaps (:meth:`_hop_when_due`).
 
         A host not in the politeness table (another name, as example.com ->
         www.example.com, or one forgotten since) is resolved first, through the
         HostResolver (once per TTL), and added: its IP's tau_s then holds before the hop
-        and after it, as for any request to that IP. A hop through a proxy (``route``:
-        the robots.txt request's proxy meta, or the environment's) is not resolved: its
-        host is added as its own address (:meth:`_add_proxied_host`). The gate is a
-        Deferred the robots middleware waits on; next_request is never held up by it."""
+        and after it, as for any request to that IP. So is a host whose DNS record has
+        expired: the DNS middleware sends the hop where a fresh lookup says. A hop through
+        a proxy (``route``: the robots.txt request's proxy meta, or the environment's) is
+        not resolved: its host is added as its own address (:meth:`_add_proxied_host`).
+        The gate is a Deferred the robots middleware waits on; next_request is never held
+        up by it."""
         from twisted.internet import defer
 
         try:
@@ -1200,30 +1230,40 @@ class IrlScheduler:
         if not name or parts.scheme.lower() not in ("http", "https"):
             return defer.succeed(None)  # never sent: the middleware refuses it (bad_redirect)
         host = self.polite.host(name)
+        if host is not None and self.clock() < host.dns_expires:
+            return self._hop_when_due(host, url, origin)
         if host is not None:
-            return self._hop_when_due(host, url)
-        route = route or {}
-        if self.proxies.proxied(parts.scheme.lower(), name, route):
-            return self._hop_when_due(self._add_proxied_host(name, url, route), url)
-        self.counts["robots_hops_resolved"] += 1
-        resolving = self.resolver.resolve(name)
-        resolving.addCallback(self._hop_resolved, name, url, route)
+            # Booked on host.ip, the hop went where the DNS middleware's fresh lookup sent it.
+            self.counts["robots_hops_dns_renewed"] += 1
+            resolving = self.resolver.resolve(name, fresh_for=self._dns_margin())
+        else:
+            route = route or {}
+            if self.proxies.proxied(parts.scheme.lower(), name, route):
+                host = self._add_proxied_host(name, url, route)
+                return self._hop_when_due(host, url, origin)
+            self.counts["robots_hops_resolved"] += 1
+            resolving = self.resolver.resolve(name)
+        resolving.addCallback(self._hop_resolved, name, url, route, origin)
         resolving.addErrback(self._hop_not_resolved, url)
         return resolving
 
     def _hop_resolved(self, record: DnsRecord, name: str, url: str,
-                      route: dict[str, Any] | None = None) -> Any:  # fmt: skip
+                      route: dict[str, Any] | None = None, origin: str | None = None) -> Any:  # fmt: skip
         """The hop's host resolved: add it to the table (if it is not there by now) and book
-        the hop on its IP. A failed lookup with retries left is retried first (the DNS
-        middleware would make the hop wait for that retry, then send it unbooked); a
-        dead name sends the hop at once: no server can be reached for it."""
+        the hop on the address it resolved to. A failed lookup with retries left is retried
+        first (the DNS middleware would make the hop wait for that retry, then send it
+        unbooked); a dead name sends the hop at once: no server can be reached for it.
+
+        A host in the table whose expired record now gives another address is not moved
+        (it may be ready or in flight): the hop alone is booked on the new address, whose
+        tau_s and in-flight bound it obeys; the host moves at its own turn's renewal."""
         if self._closed:
             return None
         if not record.ok or record.ip is None:
             if self.resolver.will_retry(record):
                 retry = self._after(record.expires_at - self.resolver.clock())
                 retry.addCallback(lambda _: self.resolver.resolve(name))
-                return retry.addCallback(self._hop_resolved, name, url, route)
+                return retry.addCallback(self._hop_resolved, name, url, route, origin)
             self.counts["robots_hop_unresolved"] += 1
             return None
         host = self.polite.host(name)
@@ -1231,7 +1271,11 @@ class IrlScheduler:
             host = self._add_host(name, record.ip, self._cached_crawl_delay(url))
             host.robots_meta = route or None  # its own robots.txt, later: the same way
             host.dns_expires = self._dns_deadline(name, record)  # renewed in its turn too
-        return self._hop_when_due(host, url)
+        elif record.ip == host.ip and not host.resolving:
+            host.dns_expires = max(host.dns_expires, self._dns_deadline(name, record))
+        elif record.ip not in self.polite.ips:
+            self._add_ip(record.ip)
+        return self._hop_when_due(host, url, origin, record.ip)
 
     def _hop_not_resolved(self, failure: Any, url: str) -> Any:
         """The lookup raised (a bug: failed lookups are negative records): fall back to
@@ -1239,15 +1283,114 @@ class IrlScheduler:
         self._log_failure(failure, f"DNS of the robots.txt redirect to {url}")
         return self._after(self.delays.ip_delay + self.delays.margin)
 
-    def _hop_when_due(self, host: Host, url: str) -> Any:
-        """Book the hop on ``host``'s IP (Politeness.reserve) and fire when it may start."""
-        now = self.clock()
-        wait = self.polite.reserve(host, now) - now
+    def _add_ip(self, ip: str) -> None:
+        """Put an address no host of the table has in it (a hop booked on a host's new
+        address), with its last start of the previous run if the start log recalls it."""
+        self.polite.ips[ip] = Ip(ip, self.delays.ip_delay)
         if self.memory is not None:
-            self.memory.hopped(host)
-        self._robots_hosts[url] = host
-        self._robots_hop_urls.add(url)
-        return self._after(wait)
+            self.memory.apply_ip(ip)
+
+    def _hop_when_due(self, host: Host, url: str, origin: str | None = None,
+                      ip: str | None = None) -> Any:  # fmt: skip
+        """Wait until the hop may claim its host and a slot on its IP, book it there
+        (:meth:`Politeness.claim_hop`) and fire when its IP is due.
+
+        A page is never in flight to a host together with a hop to it, and an IP never
+        has more than IRL_IP_MAX_IN_FLIGHT requests in flight, hops included. The fetch
+        the hop belongs to holds its origin's host and a slot on that host's IP until
+        it ends (:meth:`_robots_done`): a hop there takes neither again, or the chain,
+        one request at a time, would wait for itself."""
+        from twisted.internet import defer
+
+        held_host, held_ip = self._held_by_fetch(origin)
+        hop = Hop(url, host, host.ip if ip is None else ip, origin,
+                  host_slot=host is not held_host, ip_slot=(ip or host.ip) != held_ip,
+                  since=self.clock(), gate=defer.Deferred())  # fmt: skip
+        host.hop_waits += 1
+        self._hop_waits.append(hop)
+        self._grant_hops()
+        return hop.gate
+
+    def _held_by_fetch(self, origin: str | None) -> tuple[Host | None, str | None]:
+        """The host (and its IP) that the robots.txt fetch of ``origin`` holds in flight:
+        its origin's host, handed out as a robots marker, or as the page whose robots.txt
+        the middleware fetches itself (a fetch of neither holds nothing)."""
+        if origin is None:
+            return None, None
+        try:
+            host = self.polite.host(_host_key(_url_parts(origin).hostname))
+        except ValueError:
+            return None, None
+        if host is None or not host.in_flight:
+            return None, None
+        return host, host.ip
+
+    def _grant_hops(self) -> None:
+        """Book the waiting hops whose host and IP are free (in the order they came);
+        one that waited IRL_HANDOUT_TIMEOUT is only booked (counted, logged): a host held
+        for ever (a cycle of redirects between two fetches) must not stop its fetch."""
+        if not self._hop_waits:
+            return
+        now = self.clock()
+        waiting, self._hop_waits = self._hop_waits, []
+        for hop in waiting:
+            host = hop.host
+            if self._closed or self.polite.hosts.get(host.name) is not host:
+                host.hop_waits -= 1  # closing, or removed (its renewal failed): just go
+                self._call_later(0.0, hop.gate.callback, None)
+            elif hop.url in self._hop_claims or self.polite.hop_blocked(
+                host, hop.ip, host_slot=hop.host_slot, ip_slot=hop.ip_slot
+            ):
+                if now - hop.since <= self.handout_timeout:
+                    self._hop_waits.append(hop)
+                    continue
+                self.counts["robots_hop_waits_expired"] += 1
+                logger.warning("A robots.txt redirect hop to %(url)s waited %(s).0f s for "
+                               "its host or IP to be free: sent without holding them",
+                               {"url": hop.url, "s": now - hop.since},
+                               extra={"spider": self.spider})  # fmt: skip
+                hop.host_slot = hop.ip_slot = False
+                self._claim_hop(hop, now)
+            else:
+                self._claim_hop(hop, now)
+
+    def _claim_hop(self, hop: Hop, now: float) -> None:
+        """Book ``hop`` in the heaps, holding its slots; its gate fires when its IP is due."""
+        hop.host.hop_waits -= 1
+        if hop.ip not in self.polite.ips:  # forgotten while the hop waited
+            self._add_ip(hop.ip)
+        start = self.polite.claim_hop(hop.host, now, ip=hop.ip,
+                                      host_slot=hop.host_slot, ip_slot=hop.ip_slot)  # fmt: skip
+        if self.memory is not None:
+            self.memory.hopped(hop.host, hop.ip)
+        self._robots_hosts[hop.url] = hop.host
+        if hop.url not in self._hop_claims:
+            self._hop_claims[hop.url] = hop
+        hop.start = start
+        self._call_later(max(0.0, start - now), hop.gate.callback, None)
+
+    def _release_hop(self, hop: Hop, now: float) -> None:
+        """``hop`` is over: its host and IP slot are free, timed from now (as a page's)."""
+        if self._hop_claims.get(hop.url) is hop:
+            del self._hop_claims[hop.url]
+        if self._robots_hosts.get(hop.url) is hop.host:
+            del self._robots_hosts[hop.url]
+        self.polite.release_hop(hop.host, now, ip=hop.ip,
+                                host_slot=hop.host_slot, ip_slot=hop.ip_slot)  # fmt: skip
+        if self.memory is not None:
+            self.memory.hopped(hop.host, hop.ip)
+        self._grant_hops()
+        self._wake_engine()
+
+    def _expire_hops(self, now: float) -> None:
+        """Free hops that never reached the downloader (their fetch's end frees them too,
+        but a fetch the middleware made for a page of its own has no end we hear of),
+        and book the waiting ones that gave up."""
+        for hop in list(self._hop_claims.values()):
+            if not hop.reached and now - hop.start > self.handout_timeout:
+                self.counts["robots_hops_expired"] += 1
+                self._release_hop(hop, now)
+        self._grant_hops()
 
     def _after(self, seconds: float) -> Any:
         from twisted.internet import defer
@@ -1260,6 +1403,10 @@ class IrlScheduler:
         self._robots_fetching.discard(origin)
         self._robots_hosts.pop(origin + "/robots.txt", None)
         now = self.clock()
+        for hop in [h for h in self._hop_claims.values() if h.origin == origin]:
+            # Refused before the downloader (an offsite filter): no request_left_downloader.
+            self.counts["robots_hops_released_at_fetch_end"] += 1
+            self._release_hop(hop, now)
         self._host_finished(host, now, count_for_host=False)
         items = self._robots_wait.pop(origin, [])
         self._waiting -= len(items)
@@ -1494,16 +1641,16 @@ class IrlScheduler:
             entry.reached = True
             self.polite.restarted(entry.host, self.clock())
             return
-        robots_host = (
-            self._robots_hosts.get(request.url)
-            if request.meta.get("dont_obey_robotstxt")
-            else None
-        )
-        if (
-            robots_host is not None
-        ):  # our robots.txt fetch (or a redirect hop of it) starts now
-            self.polite.restarted(robots_host, self.clock(), host_too=False,
-                                  hop=request.url in self._robots_hop_urls)  # fmt: skip
+        if not request.meta.get("dont_obey_robotstxt"):
+            return
+        hop = self._hop_claims.get(request.url)
+        if hop is not None:  # a redirect hop of our robots.txt fetch starts now
+            hop.reached = True
+            self.polite.restarted(hop.host, self.clock(), host_too=False, hop=True, ip=hop.ip)
+            return
+        robots_host = self._robots_hosts.get(request.url)
+        if robots_host is not None:  # our robots.txt fetch starts now
+            self.polite.restarted(robots_host, self.clock(), host_too=False)
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
         entry = self._handed.pop(id(request), None)
@@ -1512,12 +1659,14 @@ class IrlScheduler:
             self._finish(entry)
             return
         if request.meta.get("dont_obey_robotstxt"):
+            hop = self._hop_claims.get(request.url)
+            if hop is not None:  # its host and IP slot are free, timed from its end
+                self._release_hop(hop, self.clock())
+                return
             robots_host = self._robots_hosts.pop(request.url, None)
             if robots_host is not None:
-                hop = request.url in self._robots_hop_urls
-                self._robots_hop_urls.discard(request.url)
                 # timed from its end, as pages are (_correct_start)
-                self.polite.restarted(robots_host, self.clock(), host_too=False, hop=hop)
+                self.polite.restarted(robots_host, self.clock(), host_too=False)
 
     def _finish(self, entry: Handout) -> None:
         """The request is over: its host (and IP) may be served again once due."""
@@ -1533,6 +1682,7 @@ class IrlScheduler:
         self.polite.finished(host, now, count_for_host=count_for_host)
         if self.memory is not None:
             self.memory.ended(host)
+        self._grant_hops()  # a hop may be waiting for this host or its IP
 
     def _answered(self, response: Any, request: Request, spider: Spider | None = None) -> None:
         """A response that never went through the downloader (a downloader middleware
@@ -1600,6 +1750,7 @@ class IrlScheduler:
             self.star.write_out()
             self.beast.sync()
             self._expire_handouts(now)
+            self._expire_hops(now)
             self._route_held(now)
             self.polite.forget_idle(now)
             if self.memory is not None:

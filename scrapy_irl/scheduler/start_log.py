@@ -12,8 +12,9 @@ On disk: ``politeness.log`` in the frontier directory, one JSON array per line:
 * ``["e", host, ip, host_ref, ip_ref]``: that request is over; the next one to ``host``
   may start ``tau_h`` after the wall-clock time ``host_ref``, the next to ``ip`` ``tau_s``
   after ``ip_ref`` (``null``: no constraint). Both are what the heaps hold after the end.
-* ``["h", host, ip, host_ref, ip_ref]``: a robots.txt redirect hop to ``host`` was booked
-  (:meth:`Politeness.reserve`): the same times, without a start or an end to pair.
+* ``["h", host, ip, host_ref, ip_ref]``: a robots.txt redirect hop to ``host`` on ``ip``
+  was booked (:meth:`Politeness.claim_hop`), or ended: the same times, without a start
+  or an end to pair.
 
 Each event is one ``os.write`` of a whole line with no buffer in between: a kill -9 at
 any moment loses no event already written, since the kernel keeps the page (a power
@@ -359,20 +360,28 @@ class PolitenessMemory:
         if start is not None and start > host.last_start:
             host.last_start = start
             self.applied += 1
-        address = self.polite.ips[host.ip]
-        start = self.ips.pop(host.ip, None)
-        if start is not None and start > address.last_start:
-            address.last_start = start
-            self.applied += 1
+        self.apply_ip(host.ip)
 
     def started(self, host: Host, *, robots: bool) -> None:
         self.log.started(host.name, host.ip, robots=robots)
 
-    def hopped(self, host: Host) -> None:
-        """A robots.txt redirect hop to ``host`` was booked (:meth:`Politeness.reserve`):
-        the host's pages and its IP count from that start, after a kill too."""
-        self.log.hopped(host.name, host.ip, self._wall(host.hop_start),
-                        self._wall(self.polite.ips[host.ip].last_start))  # fmt: skip
+    def apply_ip(self, ip: str) -> None:
+        """``ip`` was added to the heaps without a host (a redirect hop booked on a host's
+        new address): its last start of the last run counts."""
+        address = self.polite.ips[ip]
+        start = self.ips.pop(ip, None)
+        if start is not None and start > address.last_start:
+            address.last_start = start
+            self.applied += 1
+
+    def hopped(self, host: Host, ip: str | None = None) -> None:
+        """A robots.txt redirect hop to ``host`` on ``ip`` (default: its IP) was booked
+        (:meth:`Politeness.claim_hop`), or ended: the host's pages and the IP count from
+        its start, or its end, after a kill too."""
+        ip = host.ip if ip is None else ip
+        address = self.polite.ips.get(ip)
+        self.log.hopped(host.name, ip, self._wall(host.hop_start),
+                        self._wall(address.last_start if address else float("-inf")))  # fmt: skip
 
     def ended(self, host: Host) -> None:
         address = self.polite.ips.get(host.ip)

@@ -355,6 +355,8 @@ def test_a_host_first_added_by_a_robots_redirect_hop_is_renewed_too(tmp_path: Pa
         sched._robots_hop_gate("http://www.a.test/robots.txt")
         host = sched.polite.host("www.a.test")
         assert host is not None and host.dns_expires == 1000.0 + TTL - 1.0
+        # the hop holds its host until it leaves the downloader
+        sched._left(Request("http://www.a.test/robots.txt", meta={"dont_obey_robotstxt": True}))
         enqueue(sched, "http://www.a.test/1", "http://www.a.test/2")
         assert crawl.next(1010.0) == "http://www.a.test/1"
         dns.answers["www.a.test"] = "10.0.0.2"

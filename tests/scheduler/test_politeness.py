@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_irl.scheduler.politeness import Host, Politeness
+from scrapy_irl.scheduler.politeness import Host, Ip, Politeness
 
 
 def make(
@@ -169,6 +169,56 @@ def test_reserve_books_the_ip():
     p.push("b", "y")
     assert p.pop(1.5) is None  # the hop took the IP at 1.0
     assert p.pop(2.0)[1] == "y"
+
+
+def test_a_claimed_hop_holds_its_host_and_an_ip_slot_until_it_is_released():
+    """A robots.txt redirect hop is a request: while it is in flight its host gets no page
+    and its IP no request past IRL_IP_MAX_IN_FLIGHT (a ready host is taken out of line,
+    keeping its place); once released, both wait their delay from its end."""
+    p = make({"a": ("1", 2.0), "b": ("1", 0.0)}, ip_delay=1.0, cap=1)
+    a, b = p.hosts["a"], p.hosts["b"]
+    p.push("a", "a-page")
+    p.push("b", "b-page")
+    p.push("b", "b-page-2")
+    assert p.pop(0.0) == (a, "a-page")
+    p.finished(a, 0.1)
+    assert p.pop(0.5) is None  # b is ready, waiting for the IP (due at 1.0)
+    assert b.ready
+    assert not p.hop_blocked(b, "1", host_slot=True, ip_slot=True)
+    assert p.claim_hop(b, 0.5) == 1.0  # booked when the IP is due
+    assert b.in_flight and not b.ready and p.ips["1"].in_flight == 1
+    assert p.ips["1"].last_start == 1.0 and b.hop_start == 1.0
+    assert p.hop_blocked(b, "1", host_slot=True, ip_slot=False)  # its host is busy
+    assert p.hop_blocked(a, "1", host_slot=False, ip_slot=True)  # its IP is full
+    assert p.pop(5.0) is None  # neither the claimed host nor the full IP serves anything
+    p.release_hop(b, 5.5)
+    assert not b.in_flight and p.ips["1"].in_flight == 0
+    assert p.pop(6.4) is None  # tau_s from the hop's end
+    assert p.pop(6.5) == (b, "b-page")  # back in line once the hop is over
+
+
+def test_a_hop_that_the_fetch_holds_already_claims_nothing_more():
+    """A hop on the fetch's own host and IP takes no slot: the fetch holds them."""
+    p = make({"a": ("1", 2.0)}, ip_delay=1.0, cap=1)
+    p.push("a", "robots")
+    host, _ = p.pop(0.0)
+    assert p.claim_hop(host, 0.2, host_slot=False, ip_slot=False) == 1.0
+    assert p.ips["1"].in_flight == 1 and host.in_flight
+    p.release_hop(host, 1.5, host_slot=False, ip_slot=False)
+    assert p.ips["1"].in_flight == 1 and host.in_flight  # still the fetch's
+
+
+def test_a_hop_booked_on_another_address_is_released_there():
+    """A host whose record expired and now resolves elsewhere: the hop is booked on the
+    new address (the host, maybe ready, does not move) and released there."""
+    p = make({"a": ("1", 2.0)}, ip_delay=1.0, cap=1)
+    p.ips["2"] = Ip("2", 1.0)
+    host = p.hosts["a"]
+    assert p.claim_hop(host, 0.0, ip="2") == 0.0
+    assert p.ips["2"].in_flight == 1 and p.ips["1"].in_flight == 0 and host.ip == "1"
+    p.release_hop(host, 0.5, ip="2")
+    assert p.ips["2"].in_flight == 0 and p.ips["2"].last_start == 0.5
+    assert p.ips["1"].in_flight == 0 and p.ips["1"].last_start == float("-inf")
 
 
 def test_a_redirect_hop_that_starts_late_delays_the_hosts_next_page_from_its_real_start():

@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from unittest import mock
+from urllib.parse import urlsplit
 
 import pytest
 from scrapy import Request
@@ -200,15 +201,19 @@ def test_a_robots_redirect_to_an_unknown_host_is_resolved_and_booked_on_its_ip(f
     resolver, waits = _gated(sched)
     sched.enqueue_request(Request("http://a.test/p0", dont_filter=True))
     assert hand_out(sched, clock, 1000.0) is None  # a.test's robots.txt
-    assert hand_out(sched, clock, 1001.0) is not None  # a page on 10.0.0.1
+    page = hand_out(sched, clock, 1001.0)
+    assert page is not None  # a page on 10.0.0.1
     clock.now = 1001.25
     gate = sched._robots_hop_gate("http://www.a.test/robots.txt")
     assert not fired(gate) and waits == []  # resolving; next_request is not held up
     resolver.pending["www.a.test"].callback(DnsRecord(("10.0.0.1",), 1001.25, 9e9))
+    assert not fired(gate) and waits == []  # the page holds the IP's one slot
+    clock.now = 1001.5
+    done(sched, page)
     assert fired(gate)
-    assert waits == [pytest.approx(0.75)]  # tau_s after the page, not a flat 1 s
+    assert waits == [pytest.approx(1.0)]  # tau_s after the page's end, not a flat 1 s
     address = sched.polite.ips["10.0.0.1"]
-    assert address.last_start == 1002.0  # booked: the IP's next request waits after it
+    assert address.last_start == 1002.5  # booked: the IP's next request waits after it
     hop_host = sched.polite.hosts["www.a.test"]
     assert sched._robots_hosts["http://www.a.test/robots.txt"] is hop_host
     assert sched.counts["robots_hops_resolved"] == 1
@@ -307,3 +312,170 @@ def test_a_robots_redirect_to_another_name_keeps_tau_s_on_the_server(tmp_path: P
     assert sorted(paths[2:]) == [("a.steady.test", "/p0"), ("a.steady.test", "/p1")]
     assert min(gaps(site.log)) >= 0.55, site.log  # hop included: tau_s on the one server
     assert stats["irl_sched/robots_hops_resolved"] == 1
+
+
+# -- a redirect hop is a request in flight: host and IP bounds ------------------------------
+HOP_RULES = b"User-agent: *\nAllow: /\n"
+
+
+def _timers(sched: IrlScheduler) -> list[tuple[float, Any]]:
+    """Keep the scheduler's timers (the hop gates' waits) for the test to fire."""
+    timers: list[tuple[float, Any]] = []
+    sched._call_later = lambda delay, fire, *args: timers.append((delay, lambda: fire(*args)))
+    return timers
+
+
+def _hop_request(url: str) -> Request:
+    """The request the robots middleware sends for a hop (as the signals carry it)."""
+    return Request(url, meta={"dont_obey_robotstxt": True})
+
+
+def _queue_page(sched: IrlScheduler, url: str) -> None:
+    """Queue a page that skips robots.txt straight into its host's queue (as a request
+    kept in RAM goes): its hand-outs show what the heaps allow, with no fetch before."""
+    request = Request(url, dont_filter=True, meta={"dont_obey_robotstxt": True})
+    sched._check_robots_and_queue(request, urlsplit(url).hostname)
+
+
+def test_a_hop_to_another_ip_waits_for_the_page_in_flight_there_and_holds_its_host(fake_time):
+    """A hop to b.test (10.0.0.2) while a page of c.test is in flight on that IP (at most
+    one request per IP, the default): it went at once, two requests on the IP. Now it
+    waits for the page's end, then holds b.test and the IP's slot until it is over."""
+    sched, robots, web, clock = fake_time
+    timers = _timers(sched)
+    sched._add_host("b.test", "10.0.0.2", None)
+    sched._add_host("c.test", "10.0.0.2", None)
+    _queue_page(sched, "http://c.test/page")
+    page = hand_out(sched, clock, 1000.0)
+    assert page is not None and page.url == "http://c.test/page"
+    hop_url = "http://b.test/robots.txt"
+    web.answers[ROBOTS] = (301, b"", {"Location": hop_url})
+    web.answers[hop_url] = hop_answer = Deferred()
+    sched.enqueue_request(Request("http://a.test/p0", dont_filter=True))
+    assert hand_out(sched, clock, 1000.5) is None  # a.test's robots.txt: redirected to b.test
+    assert web.urls == [ROBOTS] and timers == []  # the hop waits: c.test's page holds 10.0.0.2
+    clock.now = 1001.0
+    done(sched, page)  # the IP's slot is free: the hop claims it, tau_s after the page's end
+    assert [delay for delay, _ in timers] == [1.0]
+    b_host, ip = sched.polite.hosts["b.test"], sched.polite.ips["10.0.0.2"]
+    assert b_host.in_flight and ip.in_flight == 1 and ip.last_start == 1002.0
+    _queue_page(sched, "http://b.test/page")
+    _queue_page(sched, "http://c.test/page2")
+    assert hand_out(sched, clock, 1002.0) is None  # nothing else on 10.0.0.2 meanwhile
+    timers[0][1]()  # the gate opens: the hop is sent
+    assert web.urls == [ROBOTS, hop_url]
+    sched._reached(_hop_request(hop_url))
+    assert hand_out(sched, clock, 1003.0) is None  # still in flight
+    clock.now = 1003.5
+    sched._left(_hop_request(hop_url))
+    assert not b_host.in_flight and ip.in_flight == 0
+    hop_answer.callback((200, HOP_RULES))  # the fetch ends: a.test's page may follow
+    assert sched.counts["robots_hops_released_at_fetch_end"] == 0  # released already
+    # the IP's next request waits tau_s from the hop's end, b.test's page tau_h (10 s)
+    assert ip.due_at() == 1004.5 and b_host.due_at() == 1013.5
+    assert [e[3] for e in sched.polite._host_heap if e[2] == e[3].gen].count(b_host) == 1
+
+
+@pytest.mark.parametrize("hop_url", ["http://www.a.test/robots.txt", "https://a.test/robots.txt"])
+def test_a_hop_on_the_fetchs_own_ip_or_host_does_not_wait_for_the_fetch(fake_time, hop_url):
+    """The robots.txt fetch of a.test holds a.test and the one slot of 10.0.0.1 until it
+    ends: a hop there (www.a.test on the same IP, or a.test itself) that waited for them
+    would wait for itself. It takes what the fetch does not hold (www.a.test)."""
+    sched, robots, web, clock = fake_time
+    timers = _timers(sched)
+    sched._add_host("www.a.test", "10.0.0.1", None)
+    web.answers[ROBOTS] = (301, b"", {"Location": hop_url})
+    web.answers[hop_url] = hop_answer = Deferred()
+    sched.enqueue_request(Request("http://a.test/p0", dont_filter=True))
+    assert hand_out(sched, clock, 1000.0) is None
+    assert [delay for delay, _ in timers] == [1.0]  # booked tau_s after the fetch's start
+    ip = sched.polite.ips["10.0.0.1"]
+    assert ip.in_flight == 1  # the fetch's slot only
+    www = sched.polite.hosts["www.a.test"]
+    assert www.in_flight is (hop_url.startswith("http://www."))
+    timers[0][1]()
+    clock.now = 1001.5
+    sched._left(_hop_request(hop_url))
+    assert not www.in_flight and ip.in_flight == 1  # the fetch still holds its own
+    hop_answer.callback((200, HOP_RULES))
+    assert ip.in_flight == 0 and not sched.polite.hosts["a.test"].in_flight
+    if hop_url.startswith("http://www."):
+        assert hand_out(sched, clock, 1002.5).url == "http://a.test/p0"
+    else:  # a hop to a.test is a request to it: its page waits tau_h after the hop
+        assert sched.polite.hosts["a.test"].due_at() == 1011.5
+
+
+def test_a_hop_that_never_reaches_the_downloader_is_released_when_its_fetch_ends(fake_time):
+    """A downloader middleware refusing the hop (an offsite filter) ends it with no
+    request_left_downloader: its host and IP slot, claimed at the gate, would stay taken
+    and b.test would never get a page again."""
+    from scrapy.exceptions import IgnoreRequest
+
+    sched, robots, web, clock = fake_time
+    timers = _timers(sched)
+    sched._add_host("b.test", "10.0.0.2", None)
+    hop_url = "http://b.test/robots.txt"
+    web.answers[ROBOTS] = (301, b"", {"Location": hop_url})
+    web.answers[hop_url] = IgnoreRequest("offsite")
+    sched.enqueue_request(Request("http://a.test/p0", dont_filter=True))
+    assert hand_out(sched, clock, 1000.0) is None
+    b_host, ip = sched.polite.hosts["b.test"], sched.polite.ips["10.0.0.2"]
+    assert b_host.in_flight and ip.in_flight == 1  # claimed at the gate
+    timers[0][1]()  # sent, refused before the downloader: the fetch ends
+    assert robots.crawler.stats.get_value("irl_robots/redirect_ignored") == 1
+    assert not b_host.in_flight and ip.in_flight == 0
+    assert sched.counts["robots_hops_released_at_fetch_end"] == 1
+    assert sched._hop_claims == {} and hop_url not in sched._robots_hosts
+    _queue_page(sched, "http://b.test/page")
+    assert hand_out(sched, clock, 1001.0).url == "http://a.test/p0"
+    assert hand_out(sched, clock, 1009.9) is None  # tau_h after the hop (a request to b.test)
+    assert hand_out(sched, clock, 1010.0).url == "http://b.test/page"
+
+
+def test_a_hop_to_a_host_whose_record_expired_is_booked_on_its_fresh_address(fake_time):
+    """www.a.test's record (10.0.0.1) had expired: the hop was booked there while the DNS
+    middleware sent it to the address a fresh lookup gave (10.0.0.7), whose tau_s and
+    in-flight bound it skipped. The host itself stays where it is until its own turn."""
+    sched, robots, web, clock = fake_time
+    timers = _timers(sched)
+
+    class Fresh(_Resolver):
+        def resolve(self, name: str, **kwargs: Any) -> Deferred:
+            self.asked = kwargs
+            return super().resolve(name)
+
+    sched.resolver = resolver = Fresh()
+    www = sched._add_host("www.a.test", "10.0.0.1", None)
+    www.dns_expires = 999.0
+    url = "http://www.a.test/robots.txt"
+    clock.now = 1000.0
+    gate = sched._robots_hop_gate(url)
+    assert not fired(gate) and "www.a.test" in resolver.pending
+    resolver.pending["www.a.test"].callback(DnsRecord(("10.0.0.7",), 1000.0, 9e9))
+    assert [delay for delay, _ in timers] == [0.0]
+    fresh, old = sched.polite.ips["10.0.0.7"], sched.polite.ips["10.0.0.1"]
+    assert fresh.in_flight == 1 and fresh.last_start == 1000.0 and old.in_flight == 0
+    assert www.ip == "10.0.0.1" and www.in_flight
+    assert sched.counts["robots_hops_dns_renewed"] == 1
+    clock.now = 1000.4
+    sched._left(_hop_request(url))
+    assert fresh.in_flight == 0 and fresh.last_start == 1000.4 and not www.in_flight
+    assert old.last_start == float("-inf")  # the old address was not asked
+
+
+def test_a_hop_that_cannot_claim_its_host_goes_unheld_after_the_handout_timeout(fake_time):
+    """Two fetches redirecting to each other's host would wait for each other for ever."""
+    sched, robots, web, clock = fake_time
+    timers = _timers(sched)
+    _queue_page(sched, "http://a.test/page")
+    page = hand_out(sched, clock, 1000.0)
+    assert page is not None
+    gate = sched._robots_hop_gate("http://a.test/robots.txt")  # (of b.test's fetch)
+    assert not fired(gate) and timers == []  # a.test's page is in flight
+    sched._expire_hops(1000.0 + sched.handout_timeout)
+    assert not fired(gate) and timers == []  # still waiting
+    clock.now = 1000.0 + sched.handout_timeout + 1
+    sched._expire_hops(clock.now)
+    assert sched.counts["robots_hop_waits_expired"] == 1
+    assert [delay for delay, _ in timers] == [0.0]  # booked only: tau_s from the page's start
+    assert sched.polite.ips["10.0.0.1"].in_flight == 1  # the page's, nothing more
