@@ -347,6 +347,41 @@ def test_a_robots_redirect_hop_is_logged_when_booked(tmp_path: Path, monkeypatch
     assert recalled.ips["10.0.0.1"] == pytest.approx(booked, abs=1.0)
 
 
+def test_a_robots_redirect_hop_is_logged_again_when_it_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hop holds its host and IP until it leaves the downloader, and the next request
+    to either waits from then: a kill -9 after its end must recall the end, not the
+    booking. A hop booked on another address than its host's (an expired record) is
+    logged on that address."""
+    from unittest import mock
+
+    from scrapy import Request
+    from twisted.internet import reactor
+
+    from tests.scheduler.test_scheduler_lifecycle import opened as opened_scheduler
+
+    monkeypatch.setattr(reactor, "callLater", lambda *args, **kwargs: None)
+    scheduler = opened_scheduler(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"))
+    scheduler.crawler.engine = mock.MagicMock()
+    clock = [1000.0]
+    scheduler.clock = lambda: clock[0]
+    try:
+        scheduler._add_host("a.test", "10.0.0.1", None)
+        scheduler._add_ip("10.0.0.9")
+        hop = scheduler._hop_when_due(scheduler.polite.hosts["a.test"], "https://a.test/robots.txt",
+                                      None, "10.0.0.9")  # fmt: skip
+        assert hop is not None and scheduler.polite.ips["10.0.0.9"].in_flight == 1
+        clock[0] = 1005.0
+        scheduler._left(Request("https://a.test/robots.txt", meta={"dont_obey_robotstxt": True}))
+        lines = [json.loads(line) for line in
+                 (tmp_path / "job" / "irl" / "politeness.log").read_text().splitlines()]  # fmt: skip
+    finally:
+        scheduler.close("finished")
+    hops = [line for line in lines if line[0] == "h"]
+    assert [(h[1], h[2]) for h in hops] == [("a.test", "10.0.0.9")] * 2
+    assert hops[1][3] - hops[0][3] == pytest.approx(5.0, abs=0.01)  # the end, 5 s later
+    assert hops[1][4] - hops[0][4] == pytest.approx(5.0, abs=0.01)
+
+
 def test_a_hop_neither_opens_nor_closes_a_request(tmp_path: Path) -> None:
     wall = Clock(1000.0)
     log = opened(tmp_path / "p.log", wall)
