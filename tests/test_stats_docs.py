@@ -136,9 +136,11 @@ INDIRECT = [
     ("scrapy_irl.robots.cache", "_event", "irl_robots/cache/"),
     ("scrapy_irl.hosts.dns", "_event", "irl_dns/"),
 ]
-#: The scheduler's counters (published as ``irl_sched/<name>``) and the ``stats()`` dicts
-#: it publishes under a prefix.
-COUNTS = ("scrapy_irl.scheduler.scheduler", "irl_sched/")
+#: The scheduler's counters (published as ``irl_sched/<name>``), written by the modules of
+#: its stages (``self.counts[...]``), and the ``stats()`` dicts it publishes under a prefix.
+COUNTS = ("scrapy_irl.scheduler", "irl_sched/")
+COUNTING_MODULES = ("scheduler", "intake", "routing", "robots_gate", "robots_hops", "tracking",
+                    "reporting")  # fmt: skip
 STATS_DICTS = [
     ("scrapy_irl.scheduler.beast", "irl_sched/beast/"),
     ("scrapy_irl.scheduler.star", "irl_sched/star/"),
@@ -226,13 +228,14 @@ def source_keys() -> dict[str, set[str]]:
     for module, call_name, prefix in INDIRECT:
         tree, names = _source(module)
         found[f"{module}.{call_name}"] = {prefix + k for k in _call_keys(tree, names, {call_name})}
-    tree, names = _source(COUNTS[0])
     counts = set()
-    for scope, local in _scopes(tree):
-        for node in ast.walk(scope):
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
-                    and node.value.attr == "counts":  # fmt: skip
-                counts |= {COUNTS[1] + k for k in _keys(node.slice, names, local)}
+    for module in COUNTING_MODULES:
+        tree, names = _source(f"{COUNTS[0]}.{module}")
+        for scope, local in _scopes(tree):
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+                        and node.value.attr == "counts":  # fmt: skip
+                    counts |= {COUNTS[1] + k for k in _keys(node.slice, names, local)}
     found[f"{COUNTS[0]}.counts"] = counts
     for module, prefix in STATS_DICTS:
         tree, names = _source(module)
@@ -267,7 +270,7 @@ def test_the_source_scan_finds_the_writers() -> None:
                          ("scrapy_irl.robots.cache._event", 5), ("scrapy_irl.hosts.dns._event", 8),
                          ("scrapy_irl.scheduler.beast.dict", 10), ("scrapy_irl.scheduler.star.dict", 6),
                          ("scrapy_irl.scheduler.start_log.dict", 6),
-                         ("scrapy_irl.scheduler.scheduler.stats", 20), ("example.spiders.broad", 5)):  # fmt: skip
+                         ("scrapy_irl.scheduler.reporting.stats", 20), ("example.spiders.broad", 5)):  # fmt: skip
         assert len(SOURCE.get(where, ())) >= least, (where, SOURCE.get(where))
 
 

@@ -16,7 +16,7 @@ from twisted.internet.error import DNSLookupError
 from scrapy_irl.hosts.dns import HostResolver
 from scrapy_irl.robots.origin import origin_of
 from scrapy_irl.scheduler import IrlScheduler
-from scrapy_irl.scheduler.scheduler import RobotsMarker, _url_parts
+from scrapy_irl.scheduler.items import RobotsMarker, url_parts
 
 TTL = 100.0  # IRL_DNS_TTL
 TAU_H = 2.0
@@ -290,7 +290,7 @@ def test_a_failed_renewal_also_holds_the_urls_waiting_for_the_hosts_robots_fetch
         enqueue(sched, "http://a.test/1")
         assert crawl.next(1000.0) == "http://a.test/1"
         # What _check_robots_and_queue does for a URL of an origin without rules.
-        origin = origin_of(_url_parts("http://a.test:8080/x"))
+        origin = origin_of(url_parts("http://a.test:8080/x"))
         sched._robots_wait[origin] = [Request("http://a.test:8080/x", callback=lambda r: r)]
         sched._waiting += 1
         sched._robots_fetching.add(origin)

@@ -1,0 +1,222 @@
+"""Stage 1 of the IRL scheduler: ``enqueue_request`` -> URLseen -> STAR.
+
+Every request becomes a record (URL + serialized request) checked against URLseen by DRUM
+``check+update``; its link's PLD edge goes to STAR. Unique URLs reach STAR (budget B_x,
+admitted P_x) and from there BEAST; duplicates are counted and ``request_dropped`` is sent
+for them when the batch merges. Requests that cannot be serialized wait in RAM for the
+merge's verdict. Thesis chapters IV (DRUM) and VI (STAR)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydispatch.dispatcher import getAllReceivers, liveReceivers
+from scrapy import signals
+from scrapy.http import Request
+from scrapy.utils.httpobj import urlparse_cached
+
+from scrapy_irl.drum import CHECK
+from scrapy_irl.linksource import SOURCE_META_KEY
+from scrapy_irl.scheduler.codec import (
+    pack_record,
+    record_blob,
+    record_url,
+)
+from scrapy_irl.scheduler.items import (
+    RAM_PREFIX,
+    host_key,
+    url_parts,
+)
+
+if TYPE_CHECKING:
+    from scrapy_irl.drum.store import DrumBatch
+
+logger = logging.getLogger(__name__)
+
+
+class Intake:
+    """IrlScheduler's enqueue side (a mixin: the state is IrlScheduler's, set in its __init__)."""
+
+    def _enqueue(self, request: Request) -> bool:
+        parts = urlparse_cached(request)
+        host = host_key(parts.hostname)
+        if not host or parts.scheme not in ("http", "https"):
+            # data:, file:, unknown schemes: no host to be polite to; the downloader
+            # handles (or rejects) them, so hand them out as they come, in RAM (and
+            # unchanged: what follows a data: URL's comma is content, not a query).
+            self.counts["no_host"] += 1
+            self._direct.append(request)
+            self.stats.inc_value("scheduler/enqueued")
+            return True
+        stripped = self.strip_session(request.url)
+        if stripped is not None and self._redirected_to_add_session(request, stripped):
+            # A server that puts the session id in the URL (a servlet without its
+            # cookie) redirects each page to itself with one: stripped, the target is
+            # its own source again, a duplicate (or, with dont_filter, a redirect loop
+            # until REDIRECT_MAX_TIMES), and the page was never fetched. Kept as is; its
+            # links are stripped like any other.
+            self.counts["session_redirects_kept"] += 1
+            stripped = None
+        if stripped is not None:
+            self.counts["session_params_stripped"] += 1
+            request = request.replace(url=stripped)
+            parts = urlparse_cached(request)
+        # The page the link was found on (LinkSourceMiddleware), dropped from meta so the
+        # record on disk does not carry it; the Referer header when the middleware is off.
+        source = request.meta.pop(SOURCE_META_KEY, None) or request.headers.get(b"Referer")
+        if not request.dont_filter and self.trap_rule.active:
+            trap = self.trap_rule(parts.path)
+            if trap is not None:
+                # Refused before URLseen: a trap URL costs no disk and no budget. False
+                # makes the engine send request_dropped, as for any refused request.
+                self.counts[f"trap_dropped/{trap}"] += 1
+                logger.debug("Dropped %(url)s: path looks like a crawler trap (%(why)s)",
+                             {"url": request.url, "why": trap}, extra={"spider": self.spider})  # fmt: skip
+                return False
+        if source:
+            self._record_link(source, host)
+        if request.dont_filter:
+            self.counts["dont_filter"] += 1
+        elif not self.filtering:
+            self.counts["not_filtered"] += 1
+        fingerprint = self._fingerprint(request)
+        try:
+            record = pack_record(request.url, self.codec.encode(request))
+        except ValueError:
+            self._enqueue_in_ram(request, host, self._key(fingerprint))
+            return True
+        self._live[record] = request
+        if request.dont_filter or not self.filtering:
+            # Not filtered, but remembered: a later ordinary link to it is a duplicate.
+            # Outside the budgets, yet on disk like the rest (start URLs can be millions,
+            # and a retry must survive a kill -9): BEAST's front queue, read first.
+            self.urlseen.update(self._key(fingerprint))
+            self.beast.push_front(record)
+            self.stats.inc_value("scheduler/enqueued")
+            return True
+        self.urlseen.check_update(self._key(fingerprint), None, record)
+        return True
+
+    def _redirected_to_add_session(self, request: Request, stripped: str) -> bool:
+        """``request`` is a redirect whose target, stripped of session ids, is the URL it
+        was redirected from (RedirectMiddleware's ``redirect_urls``)."""
+        sources = request.meta.get("redirect_urls")
+        if not sources or not isinstance(sources, list):
+            return False
+        source = str(sources[-1])
+        return (self.strip_session(source) or source) == stripped
+
+    def _request_of(self, record: bytes) -> Request:
+        """The request a record was written from, if its caller still holds that object
+        (as Scrapy's memory queues hand out the very object enqueued); else rebuilt.
+
+        ``scrapy shell`` calls ``engine.crawl(request)`` and only then sets the callback
+        that delivers the response to the console, on that object: a rebuilt copy has no
+        such callback, so every shell fetch hung. Usually nothing holds a request once it
+        is enqueued, and its entry goes with it; each entry serves one hand-out.
+        """
+        request = self._live.pop(record, None) if self._live else None
+        if request is not None:
+            return request
+        return self.codec.decode(record_blob(record))
+
+    def _record_link(self, source: str | bytes, host: str) -> None:
+        """STAR's PLD edge from the page ``source`` to ``host``; a source that is not a
+        URL (a malformed Referer header) is counted and ignored, never an error."""
+        if isinstance(source, bytes):
+            source = source.decode("latin-1")
+        try:
+            src_host = host_key(url_parts(source).hostname)
+        except ValueError:
+            self.counts["link_source_unparseable"] += 1
+            return
+        if src_host:
+            self.star.record_link(src_host, host)
+
+    def _enqueue_in_ram(self, request: Request, host: str, key: int) -> None:
+        """A request that cannot be written to disk stays in RAM, as in Scrapy's own
+        scheduler, but is still filtered: URLseen checks its key like any other (the aux
+        names the waiting request), and only a URL never seen before is routed."""
+        self.stats.inc_value("scheduler/unserializable")
+        if request.dont_filter or not self.filtering:
+            self.urlseen.update(key)
+            self.stats.inc_value("scheduler/enqueued")
+            self._route(request, host)
+            self._note_ram_peak()
+            return
+        self._ram_check_ids += 1
+        token = self._ram_check_ids
+        self._ram_checks[token] = (request, host)
+        self.urlseen.check_update(key, None, RAM_PREFIX + token.to_bytes(8, "little"))
+
+    def _take_ram_check(self, aux: bytes) -> tuple[Request, str] | None:
+        """The waiting request a URLseen aux names, if it is a RAM check still known here
+        (after a restart it is not: the request died with the process, as it would have
+        in Scrapy's scheduler, and is counted)."""
+        if not aux.startswith(RAM_PREFIX):
+            return None
+        got = self._ram_checks.pop(int.from_bytes(aux[len(RAM_PREFIX) :], "little"), None)
+        if got is None:
+            self.counts["unserializable_lost_at_restart"] += 1
+        return got
+
+    def _on_urlseen_results(self, batch: DrumBatch) -> None:
+        checked = (batch.ops & CHECK).astype(
+            bool
+        )  # UPDATE-only tuples: dont_filter marks
+        unique = 0
+        for i in np.flatnonzero(batch.unique & checked):
+            record = batch.aux(int(i))
+            unique += 1
+            if record.startswith(RAM_PREFIX):
+                waiting = self._take_ram_check(record)
+                if waiting is not None:
+                    self.stats.inc_value("scheduler/enqueued")
+                    self._route(*waiting)  # in RAM, outside the budgets, as before
+                    self._note_ram_peak()
+                continue
+            host = host_key(url_parts(record_url(record)).hostname)
+            self.stats.inc_value("scheduler/enqueued")
+            self.star.admit(record, host)  # STAR hands it to BEAST with (B_x, P_x)
+        duplicates = int(np.count_nonzero(checked)) - unique
+        if duplicates:
+            self.stats.inc_value("dupefilter/filtered", duplicates)
+            self._signal_dropped(batch, checked)
+        self.counts["unique"] += unique
+
+    def _signal_dropped(self, batch: DrumBatch, checked: np.ndarray) -> None:
+        """``request_dropped`` for each duplicate, rebuilt from its record.
+
+        The engine could not send it: ``enqueue_request`` returned True before the batch
+        merged. Rebuilding a request costs an unpickle, so it is done only while some
+        receiver is connected to the signal (Scrapy itself connects none).
+        """
+        sender = self.crawler.signals.sender
+        duplicates = np.flatnonzero(~batch.unique & checked)
+        # Duplicates of requests waiting in RAM are forgotten here; the scan is skipped
+        # (as on every merge of a crawl without such requests) when none is waiting.
+        ram = []
+        if self._ram_checks:
+            auxes = (batch.aux(int(i)) for i in duplicates)
+            ram = [self._take_ram_check(aux) for aux in auxes if aux.startswith(RAM_PREFIX)]
+        if not any(True for _ in liveReceivers(getAllReceivers(sender, signals.request_dropped))):
+            return
+        for waiting in ram:
+            if waiting is not None:
+                self.crawler.signals.send_catch_log(
+                    signals.request_dropped, request=waiting[0], spider=self.spider
+                )
+        for i in duplicates:
+            aux = batch.aux(int(i))
+            if aux.startswith(RAM_PREFIX):
+                continue
+            try:
+                request = self.codec.decode(record_blob(aux))
+            except ValueError:
+                self.counts["dropped_signal_undecodable"] += 1
+                continue
+            self.crawler.signals.send_catch_log(
+                signals.request_dropped, request=request, spider=self.spider
+            )

@@ -1,0 +1,106 @@
+"""What the IRL scheduler's stages pass between them: a BEAST record held in RAM, a
+request handed to the engine, a robots.txt redirect hop held in the heaps, the marker
+that queues a robots.txt fetch, and the URL helpers of the hot path (one ``urlsplit`` per
+routed record, no per-call import)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from scrapy.http import Request
+
+from scrapy_irl.scheduler.codec import record_url
+from scrapy_irl.scheduler.politeness import Host
+
+STAT = "irl_sched"
+
+
+class Held:
+    """A BEAST record in RAM, with the token that releases it from BEAST once finished."""
+
+    __slots__ = ("record", "robots_refetched", "token")
+
+    def __init__(self, record: bytes, token: tuple[int, int, int]) -> None:
+        self.record = record
+        self.token = token
+        # Its origin's robots.txt was fetched again at its hand-out (it had expired while
+        # the record waited): not a second time, so a tiny IRL_ROBOTS_TTL cannot loop.
+        self.robots_refetched = False
+
+
+class Handout:
+    """A request handed to the engine: its host stays busy until the request is over."""
+
+    __slots__ = ("host", "item", "reached", "request", "when")
+
+    def __init__(self, host: Host, when: float, item: Any, request: Request) -> None:
+        self.host = host
+        self.when = when  # hand-out time (scheduler clock)
+        self.reached = False  # request_reached_downloader seen
+        self.item = item  # what RAM held (Held record or Request), released at the end
+        self.request = request
+
+
+class Hop:
+    """A robots.txt redirect hop: waiting to claim its host and IP, then booked on them."""
+
+    __slots__ = ("gate", "host", "host_slot", "ip", "ip_slot", "origin", "reached",
+                 "since", "start", "url")  # fmt: skip
+
+    def __init__(self, url: str, host: Host, ip: str, origin: str | None, *,
+                 host_slot: bool, ip_slot: bool, since: float, gate: Any) -> None:  # fmt: skip
+        self.url = url
+        self.host = host
+        self.ip = ip  # where it is booked: ``host.ip``, or a fresh address (record expired)
+        self.origin = origin  # the origin whose robots.txt fetch it belongs to
+        # What it holds in flight (what the fetch does not hold already); False for both
+        # once it gave up waiting (IRL_HANDOUT_TIMEOUT) and was only booked.
+        self.host_slot = host_slot
+        self.ip_slot = ip_slot
+        self.since = since  # when it started waiting (scheduler clock)
+        self.start = since  # when it was booked to start, once claimed
+        self.gate = gate  # the Deferred the robots middleware waits on
+        self.reached = False  # request_reached_downloader seen
+
+
+class RobotsMarker:
+    """Host-queue item meaning "fetch robots.txt of this origin before anything else"."""
+
+    __slots__ = ("origin",)
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+
+def url_of(item: Any) -> str:
+    if isinstance(item, Request):
+        return item.url
+    return record_url(item.record)
+
+
+url_parts = urlsplit  # hot path (every routed record): no per-call import
+
+
+def renewal_margin(lifetime: float) -> float:
+    """How long before its expiry a record (robots.txt, DNS) is renewed at a hand-out: a
+    tenth of its life, at most 1 s. The request reaches the downloader middlewares, which
+    would renew it themselves outside the heaps, a little after its hand-out; a record
+    fetched just now is always fresh enough, so nothing loops."""
+    return min(1.0, max(0.0, lifetime) / 10)
+
+
+def robots_margin(record: Any) -> float:
+    return renewal_margin(record.expires_at - record.checked_at)
+
+
+def host_key(hostname: str | None) -> str:
+    """The politeness key of a URL's host: lower case, without the root's trailing dot
+    (``site.test.`` and ``site.test`` are one DNS name, one server to be polite to)."""
+    return (hostname or "").lower().rstrip(".")
+
+
+#: URLseen aux of a request that cannot be written to disk (a lambda callback, a URL of
+#: 64 KiB or more): a record with an empty URL, which no real record has, then the key of
+#: the request waiting in RAM for the merge's verdict.
+RAM_PREFIX = b"\x00\x00RAM"

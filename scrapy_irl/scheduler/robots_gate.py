@@ -1,0 +1,286 @@
+"""Stage 4 of the IRL scheduler: robots.txt before a URL may wait in its host's queue.
+
+URLs of an origin with fresh rules are checked at once; the others wait (Q_R) while
+RobotsRequested fetches robots.txt in the host's turn, booked in the IP heap like any
+request to that server (thesis chapter VII; Polybot section 3.4). Refused URLs are
+handed out to fail in RobotsCacheMiddleware, so errbacks see them as with Scrapy's own
+robots middleware; an unreachable robots.txt holds its URLs for the retries."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy.http import Request
+from scrapy.utils.defer import deferred_from_coro
+
+from scrapy_irl.hosts.records import RobotsKind
+from scrapy_irl.robots.middleware import (
+    CHECKED_META,
+    REFUSED_META,
+    UNREACHABLE,
+)
+from scrapy_irl.robots.origin import origin_of
+from scrapy_irl.scheduler.items import (
+    Held,
+    RobotsMarker,
+    robots_margin,
+    url_of,
+    url_parts,
+)
+from scrapy_irl.scheduler.politeness import Host
+
+if TYPE_CHECKING:
+    from scrapy_irl.robots.cache import CachedRobots
+
+logger = logging.getLogger(__name__)
+
+
+class RobotsGate:
+    """IrlScheduler's robots.txt checks and fetches (a mixin: the state is IrlScheduler's)."""
+
+    def _check_robots_and_queue(self, item: Any, host: str) -> None:
+        if self.robots is None or (
+            isinstance(item, Request) and item.meta.get("dont_obey_robotstxt")
+        ):
+            self._push_or_park(host, item)
+            return
+        url = url_of(item)
+        origin = origin_of(url_parts(url))
+        if origin is None:
+            self._push_or_park(host, item)
+            return
+        cached = self.robots.cache.get(origin)
+        if cached is not None and cached.record.is_fresh(self.robots.clock()):
+            self._note_crawl_delay(host, origin, cached)
+            self._obey(cached, item, url, host)
+            return
+        waiting = self._robots_wait.get(origin)
+        if self._park_if_backlogged(item, host, len(waiting) if waiting else 0):
+            return
+        if waiting is None:
+            self._robots_wait[origin] = waiting = []
+        waiting.append(item)
+        self._waiting += 1
+        if origin not in self._robots_fetching:
+            self._robots_fetching.add(origin)
+            self.polite.push(host, RobotsMarker(origin), front=True)
+
+    def _note_crawl_delay(self, name: str, origin: str, cached: Any, *, fetched: bool = False) -> None:
+        """Take ``origin``'s Crawl-delay into its host's tau_h, once per origin (and again
+        after each fetch of its robots.txt). A host name can be served by several origins
+        (http and https, other ports), each with its own robots.txt; they reach the same
+        server, so the host keeps the largest delay any of them asks for."""
+        host = self.polite.hosts.get(name)
+        if host is None or (origin in host.delay_origins and not fetched):
+            return
+        if origin not in host.delay_origins:
+            host.delay_origins = (*host.delay_origins, origin)
+        delay = cached.crawl_delay(self._default_ua())
+        if delay and delay > (host.crawl_delay or 0.0):
+            host.crawl_delay = delay
+            self._apply_budget(host, self.star.budget(name))
+
+    def _cached_crawl_delay(self, url: str) -> float | None:
+        """Crawl-delay of the URL's origin if its robots.txt is cached (a host met again)."""
+        if self.robots is None:
+            return None
+        origin = origin_of(url_parts(url))
+        cached = self.robots.cache.get(origin) if origin else None
+        return cached.crawl_delay(self._default_ua()) if cached is not None else None
+
+    def _obey(self, cached: Any, item: Any, url: str, host: str, *, front: bool = False) -> None:
+        """Queue ``item`` if the rules allow it; ``front``: it was due already (handed out
+        when its robots.txt turned out expired), so it goes first, unparked."""
+        user_agent = (
+            self.robots.user_agent(item)  # type: ignore[union-attr]
+            if isinstance(item, Request)
+            else self._default_ua()
+        )
+        if cached.allowed(url, user_agent):
+            self._queue_allowed(host, item, front=front)
+            return
+        if cached.record.kind == RobotsKind.DISALLOW_ALL and (
+            cached.record.failures <= self.robots_retries
+        ):
+            self._hold_for_robots(cached.record, item, host)
+            return
+        request = item if isinstance(item, Request) else self._decode_or_drop(item)
+        if request is None:
+            return
+        if isinstance(item, Held) and self._allowed_anyway(cached, request, url):
+            self._queue_allowed(host, item, front=front)
+            return
+        self._refuse(item, request, cached.record.kind == RobotsKind.DISALLOW_ALL)
+
+    def _queue_allowed(self, host: str, item: Any, *, front: bool) -> None:
+        if front:
+            self.polite.push(host, item, front=True)
+        else:
+            self._push_or_park(host, item)
+
+    def _decode_or_drop(self, item: Any) -> Request | None:
+        """The request of a queued record that leaves the heaps' path (refused by robots.txt,
+        or of a dead name); None, dropped and counted, if it does not decode. Only such
+        records are unpickled here, so the common case costs nothing."""
+        try:
+            return self._request_of(item.record)
+        except ValueError as exc:
+            self.counts["undecodable_dropped"] += 1
+            logger.error("Dropping a queued request: %(exc)s", {"exc": exc},
+                         extra={"spider": self.spider})  # fmt: skip
+            self._release(item)
+            return None
+
+    def _allowed_anyway(self, cached: Any, request: Request, url: str) -> bool:
+        """A queued record the default user agent may not fetch: its request may still
+        ask to skip robots.txt (``dont_obey_robotstxt``, as RobotsTxtMiddleware honours
+        it) or carry a User-Agent the rules allow."""
+        if request.meta.get("dont_obey_robotstxt"):
+            self.counts["robots_bypassed_by_meta"] += 1
+            return True
+        return bool(cached.allowed(url, self.robots.user_agent(request)))  # type: ignore[union-attr]
+
+    def _refuse(self, item: Any, request: Request, unreachable: bool) -> None:
+        """robots.txt forbids ``request`` (or stayed unreachable past its retries): hand it
+        out at once, outside the heaps, marked (``REFUSED_META``), so that
+        RobotsCacheMiddleware fails it with the ``IgnoreRequest`` of Scrapy's own robots
+        middleware and the spider's errback sees it. Nothing reaches the server; the
+        middleware counts it (``robotstxt/forbidden``, ``irl_robots/unreachable_dropped``).
+        Dropped here instead, such requests left no trace but a count."""
+        request.meta[REFUSED_META] = UNREACHABLE if unreachable else "forbidden"
+        self.counts["robots_refused_handed_out"] += 1
+        self._hand_out_now(item, request)
+
+    def _hand_out_now(self, item: Any, request: Request) -> None:
+        """``item`` leaves the frontier; its ``request`` goes to the engine at the next
+        ``next_request``, outside the heaps, for a downloader middleware to fail (it
+        reaches no server)."""
+        self._release(item)
+        self._direct.append(request)
+        self._wake_engine()
+
+    def _hold_for_robots(self, record: Any, item: Any, host: str) -> None:
+        """robots.txt is unreachable but will be asked again: keep the URL until then.
+
+        RFC 9309 forbids crawling meanwhile, not remembering: a 503 or a timeout on one
+        fetch must not cost the origin its URLs. BEAST records are parked on disk (they
+        come back with the next unpark and, once the back-off is over, wait in Q_R for
+        the re-fetch); other requests wait in RAM for the back-off. After
+        IRL_ROBOTS_UNREACHABLE_RETRIES failed re-fetches the URLs are dropped, so an
+        origin that stays down cannot keep a crawl open for hours of back-off.
+        """
+        if isinstance(item, Held):
+            self.counts["robots_retry_parked"] += 1
+            self.beast.park(item.record)
+            self._release(item)
+        else:
+            self.counts["robots_retry_held"] += 1
+            self._hold(host, [item], record.expires_at - self.robots.clock())  # type: ignore[union-attr]
+
+    def _default_ua(self) -> str:
+        assert self.robots is not None
+        return self.robots.user_agent(Request("http://example.invalid/"))  # type: ignore[return-value]
+
+    def _fetch_robots(self, host: Host, marker: RobotsMarker, *, renew: bool = False) -> None:
+        """Fetch an origin's robots.txt (RobotsRequested); the host counts as busy meanwhile.
+
+        ``renew``: its record is about to expire (see :meth:`_stale_robots`); fetched even
+        though it is fresh for a moment more, or the middleware would fetch it right
+        after, outside the heaps."""
+        assert self.robots is not None
+        probe = Request(marker.origin + "/",
+                        meta={"dont_obey_robotstxt": False, **(host.robots_meta or {})})  # fmt: skip
+        self._robots_hosts[marker.origin + "/robots.txt"] = host
+        cached = self.robots.cache.get(marker.origin) if renew else None
+        fresh_for = robots_margin(cached.record) if cached is not None else 0.0
+        d = deferred_from_coro(self.robots.robot_parser(probe, fresh_for=fresh_for))
+        d.addBoth(self._robots_done, host, marker.origin)
+
+    def _robots_done(self, result: Any, host: Host, origin: str) -> None:
+        self._robots_fetching.discard(origin)
+        self._robots_hosts.pop(origin + "/robots.txt", None)
+        now = self.clock()
+        for hop in [h for h in self._hop_claims.values() if h.origin == origin]:
+            # Refused before the downloader (an offsite filter): no request_left_downloader.
+            self.counts["robots_hops_released_at_fetch_end"] += 1
+            self._release_hop(hop, now)
+        self._host_finished(host, now, count_for_host=False)
+        items = self._robots_wait.pop(origin, [])
+        self._waiting -= len(items)
+        if self._closed:
+            return
+        cached = self.robots.cache.get(origin) if self.robots is not None else None
+        if cached is None:  # fetch ignored or failed oddly: no rules to apply
+            for item in items:
+                self._push_or_park(host.name, item)
+        else:
+            self._note_crawl_delay(host.name, origin, cached, fetched=True)
+            for item in items:
+                self._obey(cached, item, url_of(item), host.name,
+                           front=self._robots_refetched(item))  # fmt: skip
+        self._wake_engine()
+
+    def _robots_check(self, item: Any) -> tuple[str, CachedRobots] | None:
+        """The origin of a queued item and its cached robots.txt (looked up once per
+        hand-out); None when robots.txt does not apply (no robots middleware, a request
+        that skips it, no origin) or was never stored (its fetch ignored, e.g. by an
+        offsite filter: the middleware decides)."""
+        if self.robots is None or (
+            isinstance(item, Request) and item.meta.get("dont_obey_robotstxt")
+        ):
+            return None
+        origin = origin_of(url_parts(url_of(item)))
+        if origin is None:
+            return None
+        cached = self.robots.cache.get(origin)
+        return None if cached is None else (origin, cached)
+
+    def _stale_robots(self, item: Any, checked: tuple[str, CachedRobots] | None) -> str | None:
+        """The origin of a queued item whose robots.txt is no longer fresh (or is about to
+        expire: the request reaches RobotsCacheMiddleware a little after its hand-out),
+        None when its rules are fresh, do not apply, are being fetched, or were renewed
+        for this item already (a TTL shorter than the host's wait must not loop)."""
+        if checked is None or self._robots_refetched(item):
+            return None
+        origin, cached = checked
+        if origin in self._robots_fetching:
+            return None
+        record = cached.record
+        now = self.robots.clock()  # type: ignore[union-attr]
+        return None if record.is_fresh(now + robots_margin(record)) else origin
+
+    def _robots_refetched(self, item: Any) -> bool:
+        """Whether ``item``'s robots.txt was renewed in its host's turn already."""
+        if isinstance(item, Held):
+            return item.robots_refetched
+        return isinstance(item, Request) and item in self._robots_renewed
+
+    def _mark_robots_refetched(self, item: Any) -> None:
+        if isinstance(item, Held):
+            item.robots_refetched = True
+        else:
+            self._robots_renewed.add(item)
+
+    def _mark_robots_checked(
+        self, request: Request, item: Any, checked: tuple[str, CachedRobots] | None
+    ) -> None:
+        """Tell RobotsCacheMiddleware (``CHECKED_META``) that this hand-out was checked
+        against its origin's cached robots.txt: fresh now, or fetched in this host's turn
+        for it. The middleware then judges it by that record even if it expires before
+        the request gets there, instead of fetching robots.txt outside the heaps with the
+        page right behind it (a TTL shorter than the wait after the renewal). A flag the
+        request brought from an earlier hand-out (retries and redirects copy meta) is
+        dropped first: it vouched for another check, perhaps of another origin."""
+        request.meta.pop(CHECKED_META, None)
+        if checked is None or request.meta.get("dont_obey_robotstxt"):
+            return
+        origin, cached = checked
+        now = self.robots.clock()  # type: ignore[union-attr]
+        if not cached.record.is_fresh(now):
+            if not self._robots_refetched(item):
+                return  # a fetch of it is in flight: the middleware waits for that one
+            # Renewed in the host's turn, expired again while the URL waited its turn
+            # (IRL_ROBOTS_TTL shorter than that wait): judged by the renewed rules.
+            self.counts["robots_expired_again_in_queue"] += 1
+        request.meta[CHECKED_META] = (origin, now + self.handout_timeout)

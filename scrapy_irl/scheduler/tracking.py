@@ -1,0 +1,125 @@
+"""When a handed-out request is over, so that its host (and IP) may be served again.
+
+Scrapy signals when a request reaches and leaves the downloader; a request that never
+reaches it (a middleware refused it, a cached response) ends without a signal and is
+found missing from the engine's in-progress set. The next request to the host is timed
+from the response's arrival, which is certainly after its bytes reached the server."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy.http import Request
+
+from scrapy_irl.scheduler.items import Handout
+from scrapy_irl.scheduler.politeness import Host
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+
+
+class HandoutTracking:
+    """IrlScheduler's completion tracking (a mixin: the state is IrlScheduler's)."""
+
+    def _reached(self, request: Request, spider: Spider | None = None) -> None:
+        # A request this scheduler handed out first: a project's own request may carry
+        # dont_obey_robotstxt too, and must free its host like any other.
+        entry = self._handed.get(id(request))
+        if entry is not None:
+            entry.reached = True
+            self.polite.restarted(entry.host, self.clock())
+            return
+        if not request.meta.get("dont_obey_robotstxt"):
+            return
+        hop = self._hop_claims.get(request.url)
+        if hop is not None:  # a redirect hop of our robots.txt fetch starts now
+            hop.reached = True
+            self.polite.restarted(hop.host, self.clock(), host_too=False, hop=True, ip=hop.ip)
+            return
+        robots_host = self._robots_hosts.get(request.url)
+        if robots_host is not None:  # our robots.txt fetch starts now
+            self.polite.restarted(robots_host, self.clock(), host_too=False)
+
+    def _left(self, request: Request, spider: Spider | None = None) -> None:
+        entry = self._handed.pop(id(request), None)
+        if entry is not None:
+            self._correct_start(entry.host, request)
+            self._finish(entry)
+            return
+        if request.meta.get("dont_obey_robotstxt"):
+            hop = self._hop_claims.get(request.url)
+            if hop is not None:  # its host and IP slot are free, timed from its end
+                self._release_hop(hop, self.clock())
+                return
+            robots_host = self._robots_hosts.pop(request.url, None)
+            if robots_host is not None:
+                # timed from its end, as pages are (_correct_start)
+                self.polite.restarted(robots_host, self.clock(), host_too=False)
+
+    def _finish(self, entry: Handout) -> None:
+        """The request is over: its host (and IP) may be served again once due."""
+        self._refresh_budget(entry.host)
+        self._host_finished(entry.host, self.clock())
+        self._release(entry.item)
+        self._wake_engine()
+
+    def _host_finished(self, host: Host, now: float, *, count_for_host: bool = True) -> None:
+        """Free ``host`` in the heaps and log when its next request may come."""
+        if not host.in_flight:
+            return
+        self.polite.finished(host, now, count_for_host=count_for_host)
+        if self.memory is not None:
+            self.memory.ended(host)
+        self._grant_hops()  # a hop may be waiting for this host or its IP
+
+    def _answered(self, response: Any, request: Request, spider: Spider | None = None) -> None:
+        """A response that never went through the downloader (a downloader middleware
+        answered: HttpCacheMiddleware's cached pages, a mock): no request_left_downloader
+        will come, so the host is freed now rather than after IRL_HANDOUT_TIMEOUT."""
+        entry = self._handed.get(id(request))
+        if entry is not None and not entry.reached:
+            del self._handed[id(request)]
+            self.counts["handouts_answered_by_middleware"] += 1
+            self._finish(entry)
+
+    def _correct_start(self, host: Host, request: Request) -> None:
+        """Time the host's and IP's next request from this request's end.
+
+        The moment a request's bytes reached the server is not observable from Scrapy: a
+        busy reactor can send well after the hand-out, or after ``request_reached_downloader``.
+        The response's arrival is certainly later than the send, so timing the next request
+        from it (when it is later than the booked start) keeps every gap at least tau, at
+        the cost of adding the response time to the gap. One request per host (and, by
+        default, per IP) is in flight, so nothing was handed out in between.
+        """
+        self.polite.restarted(host, self.clock())
+
+    def _expire_handouts(self, now: float) -> None:
+        """Free the hosts of requests that ended without reaching the downloader.
+
+        A downloader middleware that raises (IgnoreRequest from OffsiteMiddleware, any
+        error) ends a request with no signal the scheduler could hear. The engine keeps
+        every request it is working on in its slot's ``inprogress`` from the moment it
+        takes it from ``next_request`` until the request is over, so a hand-out that has
+        left that set without reaching the downloader is over (checked every tick).
+        IRL_HANDOUT_TIMEOUT remains the bound when the engine's set cannot be read.
+        """
+        in_progress = self._engine_in_progress()
+        for key, entry in list(self._handed.items()):
+            if entry.reached:
+                continue
+            if in_progress is not None and entry.request not in in_progress:
+                self.counts["handouts_ended_before_download"] += 1
+            elif now - entry.when > self.handout_timeout:
+                self.counts["handouts_expired"] += 1
+            else:
+                continue
+            del self._handed[key]
+            self._finish(entry)
+
+    def _engine_in_progress(self) -> Any:
+        """The engine's set of requests being worked on (Scrapy's ``_Slot.inprogress``)."""
+        engine = getattr(self.crawler, "engine", None)
+        slot = getattr(engine, "_slot", None)
+        in_progress = getattr(slot, "inprogress", None)
+        return in_progress if isinstance(in_progress, set) else None
