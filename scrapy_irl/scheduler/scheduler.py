@@ -598,17 +598,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             if isinstance(item, Request):
                 request = item
             else:
-                try:
-                    request = self._request_of(item.record)
-                except ValueError as exc:
-                    self.counts["undecodable_dropped"] += 1
-                    logger.error(
-                        "Dropping a queued request: %(exc)s",
-                        {"exc": exc},
-                        extra={"spider": self.spider},
-                    )
-                    self._host_finished(host, now)
-                    self._release(item)
+                request = self._decode_or_drop(item)
+                if request is None:  # dropped and counted; nothing went to the host, so
+                    # its next URL need not wait tau_h (its IP's booking stands)
+                    self._host_finished(host, now, count_for_host=False)
                     continue
             self._handed[id(request)] = Handout(host, now, item, request)
             request.meta["irl_host"] = host.name
