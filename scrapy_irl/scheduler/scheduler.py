@@ -92,6 +92,8 @@ logger = logging.getLogger(__name__)
 
 #: Forced merges wait at least this many times the last one's duration (see _idle_merge_gap).
 IDLE_MERGE_COST_FACTOR = 4.0
+#: Largest factor the gap between forced merges grows by while they feed nothing to RAM.
+IDLE_MERGE_MAX_BACKOFF = 32
 #: ``finish_reason`` when the frontier could not be written (full disk, I/O error).
 STORAGE_ERROR_REASON = "irl_storage_error"
 #: finish_reason when a frontier file turns out damaged mid-crawl (checks at start cannot
@@ -251,6 +253,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self._live: weakref.WeakValueDictionary[bytes, Request] = weakref.WeakValueDictionary()
         self._last_idle_merge = float("-inf")
         self._idle_merge_cost = 0.0  # seconds the last forced merge took
+        # Times the gap to the next forced merge is stretched: doubled after each forced
+        # merge that brought nothing into RAM, back to 1 after one that did.
+        self._idle_merge_backoff = 1
         self._tick: task.LoopingCall | None = None
         self._closed = False
         self.counts: Counter[str] = Counter()
@@ -548,7 +553,6 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         request = self._pop(now)
         if request is None and self._would_idle(now):
             self._merge_for_idle()
-            self._fill()
             request = self._pop(now)
         if request is None:
             due = self.polite.next_due()
@@ -641,11 +645,19 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         when the reactor has little else to do. While they are cheap (a small crawl, the
         first minutes of a big one) each link level is merged as soon as it is found:
         with a fixed 1 s gap a 64-page site took 10 s against Scrapy's 1.2 s.
+
+        BEAST also looks dry when all it holds is parked: every host and IP with work
+        has minutes of it in RAM already (a few big sites). Then a forced merge only
+        parks what it finds, and merging after every gap spent the reactor on nothing;
+        so each forced merge that brings nothing into RAM doubles the gap, up to
+        IDLE_MERGE_MAX_BACKOFF times, and the first one that does resets it.
         """
-        return min(self.idle_merge_interval, IDLE_MERGE_COST_FACTOR * self._idle_merge_cost)
+        gap = min(self.idle_merge_interval, IDLE_MERGE_COST_FACTOR * self._idle_merge_cost)
+        return gap * self._idle_merge_backoff
 
     def _merge_for_idle(self) -> None:
-        """Merge URLseen's partial batch (and STAR's) into BEAST now, timing the merge."""
+        """Merge URLseen's partial batch (and STAR's) into BEAST now, timing the merge,
+        and load what it brought (:meth:`_fill`); see :meth:`_idle_merge_gap`."""
         started = self.clock()
         self.urlseen.merge()
         self.star.flush()
@@ -653,6 +665,13 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self._idle_merge_cost = self._last_idle_merge - started
         self.counts["idle_merges"] += 1
         self.counts["idle_merge_seconds"] += round(self._idle_merge_cost, 6)
+        in_ram = self._ram_items()
+        self._fill()
+        if self._ram_items() > in_ram:
+            self._idle_merge_backoff = 1
+        else:
+            self.counts["idle_merges_fruitless"] += 1
+            self._idle_merge_backoff = min(IDLE_MERGE_MAX_BACKOFF, 2 * self._idle_merge_backoff)
 
     def _fill(self) -> None:
         """Lazy loading: move records from BEAST towards host queues while RAM allows."""
@@ -701,7 +720,6 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 # The engine only asks when a slot frees or a host is due; while every
                 # host waits out its delay, new URLs must still flow from URLseen to BEAST.
                 self._merge_for_idle()
-                self._fill()
                 self._wake_engine()
             self._publish_stats()
         except _FRONTIER_FAILURES as exc:

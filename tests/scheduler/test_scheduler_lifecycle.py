@@ -337,6 +337,49 @@ def test_forced_merges_are_spaced_by_their_own_cost_up_to_the_interval(tmp_path:
         sched.close("finished")
 
 
+def test_forced_merges_that_only_park_back_off_until_one_feeds_ram(tmp_path: Path):
+    """BEAST looks dry when all it holds is parked (a big site with minutes of work in
+    RAM): a forced merge whose URLs are all parked again brought nothing, and the gap to
+    the next one doubles; a merge that brings a URL into RAM resets it."""
+    sched = opened(IRL_HOSTS_DIR=str(tmp_path / "hosts"), IRL_IDLE_MERGE_INTERVAL=1.0,
+                   IRL_RAM_BACKLOG_SECONDS=1.0, IRL_HOST_DELAY=10.0)  # fmt: skip
+    now = [100.0]
+    sched.clock = lambda: now[0]
+    real_merge = sched.urlseen.merge
+
+    def timed_merge() -> None:  # each merge takes 0.01 s: a gap of 4 x 0.01 s
+        real_merge()
+        now[0] += 0.01
+
+    sched.urlseen.merge = timed_merge  # type: ignore[method-assign]
+    big = "http://127.0.0.9"  # an IP literal: in the host table at once, no lookup
+    try:
+        sched.enqueue_request(Request(f"{big}/0"))
+        sched._merge_for_idle()  # its first URL: into RAM, 10 s of work for its host
+        assert sched._ram_items() == 1
+        gap = 0.04
+        for n in (1, 2, 3):
+            sched.enqueue_request(Request(f"{big}/{n}"))
+            last = now[0]
+            assert not sched._would_idle(last + gap - 0.001)
+            assert sched._would_idle(last + gap + 0.001)
+            now[0] = last + gap + 0.001
+            sched._merge_for_idle()  # parked: its host has its backlog in RAM already
+            assert sched.counts["idle_merges_fruitless"] == n
+            assert sched._ram_items() == 1 and sched.beast.readable == 0
+            gap *= 2
+        sched.enqueue_request(Request("http://127.0.0.10/new-host"))
+        now[0] += gap + 0.001
+        sched._merge_for_idle()  # a host with room: into RAM, and the gap is 0.04 s again
+        assert sched._ram_items() == 2
+        sched.enqueue_request(Request("http://127.0.0.10/more"))
+        last = now[0]
+        assert not sched._would_idle(last + 0.039)
+        assert sched._would_idle(last + 0.041)
+    finally:
+        sched.close("finished")
+
+
 def test_a_jobdir_that_is_a_file_is_refused_with_a_clear_error(tmp_path: Path, caplog):
     from scrapy_irl.dirlock import DirectoryUnusableError
 
