@@ -36,7 +36,7 @@ DNS_PREFIX = b"D"
 _DATA_FILE = re.compile(r"\d+\.(log|ldb|sst)")
 
 
-def _headless_data(path: Path) -> list[str]:
+def headless_data(path: Path) -> list[str]:
     """LevelDB data files in ``path`` when its ``CURRENT`` file is missing, else [].
 
     Without ``CURRENT``, ``create_if_missing`` makes a new, empty database there and
@@ -83,7 +83,7 @@ class HostStore:
         #: A private store made because the shared one was locked: deleted at close.
         self.remove_on_close = False
         self.path.mkdir(parents=True, exist_ok=True)
-        if orphans := _headless_data(self.path):
+        if orphans := headless_data(self.path):
             raise HostStoreError(
                 f"host store {self.path} is corrupt (its CURRENT file is missing but it "
                 f"holds LevelDB data: {', '.join(orphans[:5])}); move it away to start a "

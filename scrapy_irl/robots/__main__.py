@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from scrapy_irl.exceptions import HostStoreError
 from scrapy_irl.hosts.records import RobotsKind
-from scrapy_irl.hosts.store import HostStore, _headless_data
+from scrapy_irl.hosts.store import HostStore, headless_data
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
 from scrapy_irl.robots.origin import origin_of
 
@@ -38,7 +38,7 @@ def store_path(given: str) -> Path:
     path = Path(given)
     for candidate in (path, path / "irl" / "hosts"):
         # A store whose CURRENT is gone is still a store: HostStore says it is damaged.
-        if (candidate / "CURRENT").is_file() or _headless_data(candidate):
+        if (candidate / "CURRENT").is_file() or headless_data(candidate):
             return candidate
     raise HostStoreError(
         f"{given} holds no host store (no LevelDB CURRENT file in it or in its irl/hosts)"
