@@ -377,11 +377,6 @@ class Politeness:
         self._forget(host)
         return items
 
-    def reserve(self, host: Host, now: float) -> float:
-        """Book a start for an extra request of ``host`` (a robots.txt redirect hop)
-        without holding anything in flight: :meth:`claim_hop` with no slot."""
-        return self.claim_hop(host, now, host_slot=False, ip_slot=False)
-
     def hop_blocked(self, host: Host, ip: str, *, host_slot: bool, ip_slot: bool) -> bool:
         """Whether a redirect hop to ``host`` on ``ip`` must wait to claim the slots it
         needs: the host has a request in flight (or waits for a DNS lookup, and may move),

@@ -187,7 +187,6 @@ class RobotsHops:
                                       host_slot=hop.host_slot, ip_slot=hop.ip_slot)  # fmt: skip
         if self.memory is not None:
             self.memory.hopped(hop.host, hop.ip)
-        self._robots_hosts[hop.url] = hop.host
         if hop.url not in self._hop_claims:
             self._hop_claims[hop.url] = hop
         hop.start = start
@@ -197,8 +196,6 @@ class RobotsHops:
         """``hop`` is over: its host and IP slot are free, timed from now (as a page's)."""
         if self._hop_claims.get(hop.url) is hop:
             del self._hop_claims[hop.url]
-        if self._robots_hosts.get(hop.url) is hop.host:
-            del self._robots_hosts[hop.url]
         self.polite.release_hop(hop.host, now, ip=hop.ip,
                                 host_slot=hop.host_slot, ip_slot=hop.ip_slot)  # fmt: skip
         if self.memory is not None:

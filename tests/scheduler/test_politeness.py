@@ -165,7 +165,7 @@ def test_reserve_books_the_ip():
     p = make({"a": ("1", 10.0), "b": ("1", 0.0)}, ip_delay=1.0)
     p.push("a", "x")
     host, _ = p.pop(0.0)
-    assert p.reserve(host, 0.2) == 1.0  # a redirect hop waits for the IP
+    assert p.claim_hop(host, 0.2, host_slot=False, ip_slot=False) == 1.0  # a redirect hop waits for the IP
     p.push("b", "y")
     assert p.pop(1.5) is None  # the hop took the IP at 1.0
     assert p.pop(2.0)[1] == "y"
@@ -228,7 +228,7 @@ def test_a_redirect_hop_that_starts_late_delays_the_hosts_next_page_from_its_rea
     p.push("a", "robots")
     p.push("a", "page")
     host, _ = p.pop(0.0)  # the robots.txt fetch
-    assert p.reserve(host, 0.2) == 1.0  # its redirect hop, on the same host
+    assert p.claim_hop(host, 0.2, host_slot=False, ip_slot=False) == 1.0  # its redirect hop, on the same host
     p.restarted(host, 1.4, host_too=False, hop=True)  # request_reached_downloader
     p.finished(host, 1.5, count_for_host=False)  # the robots.txt fetch is over
     assert p.pop(3.3) is None

@@ -215,7 +215,7 @@ def test_a_robots_redirect_to_an_unknown_host_is_resolved_and_booked_on_its_ip(f
     address = sched.polite.ips["10.0.0.1"]
     assert address.last_start == 1002.5  # booked: the IP's next request waits after it
     hop_host = sched.polite.hosts["www.a.test"]
-    assert sched._robots_hosts["http://www.a.test/robots.txt"] is hop_host
+    assert sched._hop_claims["http://www.a.test/robots.txt"].host is hop_host
     assert sched.counts["robots_hops_resolved"] == 1
 
 
@@ -230,7 +230,7 @@ def test_a_hop_whose_lookup_is_retried_waits_for_the_retry_and_is_booked(fake_ti
     assert resolver.pending["late.test"] is not first
     resolver.pending["late.test"].callback(DnsRecord(("10.0.0.9",), 1010.0, 9e9))
     assert fired(gate)
-    assert sched._robots_hosts["http://late.test/robots.txt"].ip == "10.0.0.9"
+    assert sched._hop_claims["http://late.test/robots.txt"].host.ip == "10.0.0.9"
 
 
 def test_a_hop_to_a_name_that_does_not_resolve_goes_at_once(fake_time):
@@ -254,7 +254,7 @@ def test_a_hop_through_a_proxy_is_not_resolved_and_is_booked_on_its_own_host(fak
     assert waits == [0.0]  # its own new "address": due at once
     host = sched.polite.hosts["www.b.test"]
     assert host.ip == "proxied:www.b.test" and host.robots_meta == {"proxy": "http://127.0.0.1:1"}
-    assert sched._robots_hosts["http://www.b.test/robots.txt"] is host
+    assert sched._hop_claims["http://www.b.test/robots.txt"].host is host
     assert sched.counts["proxied_hosts_added"] == 1
     # "proxy": None in the page's meta: direct, resolved as before.
     sched._robots_hop_gate("http://www.c.test/robots.txt", {"proxy": None})
