@@ -20,6 +20,7 @@ import os
 import re
 import socket
 import time
+import uuid
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ CONFORMS_TO = (
     "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 )
 OPEN_SUFFIX = ".open"
+#: Suffix of the copy a warcinfo rewrite builds beside a ``.open`` file (see
+#: :func:`_name_in_warcinfo`); a stale one is a rewrite a kill interrupted.
+REWRITE_SUFFIX = ".rewrite"
 #: Attempts at a fresh file name when one is taken (same clock tick); bounds the loop.
 _NAME_ATTEMPTS = 100
 _READ_CHUNK = 1 << 20
@@ -112,9 +116,11 @@ class _Scan:
     records: int = 0
     payload_records: int = 0  # complete records other than warcinfo
     error: str | None = None
+    first_end: int = 0  # offset just past the first record, if complete
+    first_filename: str | None = None  # its WARC-Filename, if it is a warcinfo record
 
 
-def _scan(path: Path, gzipped: bool) -> _Scan:
+def _scan(path: Path, gzipped: bool, limit: int | None = None) -> _Scan:
     """Find the end of the last complete record of ``path``; never raises on bad data.
 
     warcio's ArchiveIterator parses the records and gives each one's offset and length; a
@@ -123,6 +129,7 @@ def _scan(path: Path, gzipped: bool) -> _Scan:
     file, when its gzip member decompresses to its end (trailer and CRC included): warcio
     itself reads a torn member without complaint. The digest is what catches damage inside
     an uncompressed record whose lengths are intact (a hole of zeros after a power loss).
+    ``limit`` stops after that many complete records.
     """
     scan = _Scan()
     with open(path, "rb") as raw:
@@ -153,13 +160,23 @@ def _scan(path: Path, gzipped: bool) -> _Scan:
                     break
                 scan.end = end
                 scan.records += 1
+                if scan.records == 1:
+                    _note_first(scan, record)
                 if record.rec_type != "warcinfo":
                     scan.payload_records += 1
+                if scan.records == limit:
+                    break
         except Exception as exc:  # noqa: BLE001 - damaged data ends the kept prefix
             scan.error = f"{type(exc).__name__}: {exc}"
         finally:
             iterator.close()
     return scan
+
+
+def _note_first(scan: _Scan, record: ArcWarcRecord) -> None:
+    scan.first_end = scan.end
+    if record.rec_type == "warcinfo":
+        scan.first_filename = record.rec_headers.get_header("WARC-Filename")
 
 
 def _hasher(digest: str | None) -> Any:
@@ -239,12 +256,76 @@ def _free_name(path: Path) -> Path:
     raise FileExistsError(f"no free name for {path}")
 
 
+def _warcinfo_renamed(head: bytes, name: str, gzipped: bool) -> bytes:
+    """The warcinfo record ``head`` serialised again with ``WARC-Filename: name``.
+
+    Only a header changes, so the block (and its digest) is the same; the record gets a
+    new ``WARC-Record-ID``, as it is a different record (nothing refers to a warcinfo ID).
+    """
+    records = ArchiveIterator(io.BytesIO(head))
+    try:
+        record = next(records)
+        block = record.raw_stream.read()
+        headers = record.rec_headers
+    finally:
+        records.close()
+    builder = WARCWriter(None, gzip=gzipped, warc_version="1.1")
+    headers.replace_header("WARC-Filename", name)
+    headers.replace_header("WARC-Record-ID", f"<urn:uuid:{uuid.uuid4()}>")
+    headers.remove_header("WARC-Block-Digest")  # recomputed from the block
+    rebuilt = builder.create_warc_record(
+        "", "warcinfo", payload=io.BytesIO(block), length=len(block), warc_headers=headers
+    )
+    buffer = io.BytesIO()
+    builder.out = buffer
+    builder.write_record(rebuilt)
+    return buffer.getvalue()
+
+
+def _name_in_warcinfo(path: Path, name: str, gzipped: bool, first_end: int) -> None:
+    """Make the warcinfo record of the ``.open`` file ``path`` say ``WARC-Filename: name``.
+
+    Its length changes, so the file is copied: the new warcinfo, then every byte after the
+    old one, to ``<path>.rewrite``, fsynced and renamed over ``path``. A kill before that
+    rename leaves ``path`` as it was (recovery removes the stale copy); after it, ``path``
+    already names ``name``.
+    """
+    temporary = path.with_name(path.name + REWRITE_SUFFIX)
+    with open(path, "rb") as source, open(temporary, "wb") as target:
+        target.write(_warcinfo_renamed(source.read(first_end), name, gzipped))
+        while chunk := source.read(_READ_CHUNK):
+            target.write(chunk)
+        target.flush()
+        os.fsync(target.fileno())
+    os.replace(temporary, path)
+    _fsync_directory(path.parent)
+
+
+def _give_final_name(path: Path, gzipped: bool, first: _Scan | None = None) -> Path:
+    """Rename the whole ``.open`` file ``path`` to a free final name its warcinfo names.
+
+    The name is ``path`` without ``.open``, or ``-recovered-<n>`` when that is taken (a
+    WARC file is never overwritten); in that case the warcinfo record is rewritten first,
+    so ``WARC-Filename`` is the name of the file the record is in (WARC 1.1, 5.4).
+    ``first``: a scan of ``path`` that found its first record, if the caller has one.
+    """
+    final = _free_name(path.with_name(path.name[: -len(OPEN_SUFFIX)]))
+    if first is None:
+        first = _scan(path, gzipped, limit=1)
+    if first.first_filename is not None and first.first_filename != final.name:
+        _name_in_warcinfo(path, final.name, gzipped, first.first_end)
+    os.rename(path, final)
+    _fsync_directory(path.parent)
+    return final
+
+
 def recover_open_file(path: Path) -> RecoveredFile:
     """Cut a ``.open`` WARC file after its last complete record and give it its final name.
 
     A file with no complete record besides warcinfo is removed: it holds no page.
     """
     gzipped = path.name.endswith(".gz" + OPEN_SUFFIX)
+    path.with_name(path.name + REWRITE_SUFFIX).unlink(missing_ok=True)  # a killed rewrite
     size = path.stat().st_size
     scan = _scan(path, gzipped)
     if scan.payload_records == 0:
@@ -255,9 +336,7 @@ def recover_open_file(path: Path) -> RecoveredFile:
             handle.truncate(scan.end)
             handle.flush()
             os.fsync(handle.fileno())
-    final = _free_name(path.with_name(path.name[: -len(OPEN_SUFFIX)]))
-    os.rename(path, final)
-    _fsync_directory(path.parent)
+    final = _give_final_name(path, gzipped, scan)
     return RecoveredFile(path, final, scan.records, size - scan.end, scan.error)
 
 
@@ -509,7 +588,4 @@ class RotatingWarcWriter:
             os.fsync(handle.fileno())
         finally:
             handle.close()
-        final = _free_name(path)
-        os.rename(self._open_path(path), final)
-        _fsync_directory(self.directory)
-        self.finished.append(final)
+        self.finished.append(_give_final_name(self._open_path(path), self.gzip))

@@ -170,10 +170,13 @@ def test_invalid_arguments(tmp_path: Path):
 
 
 # -- crash recovery ------------------------------------------------------------------------
-def killed_file(directory: Path, gzip: bool, n: int = 3) -> tuple[bytes, list[int]]:
+def killed_file(directory: Path, gzip: bool, n: int = 3, serial: int = 0) -> tuple[bytes, list[int]]:
     """The bytes of a ``.open`` file holding warcinfo + ``n`` pairs, and record end offsets
-    (``ends[0]`` is the end of the warcinfo record, ``ends[k]`` that of the k-th record)."""
-    writer = RotatingWarcWriter(directory, "t", 10**9, gzip=gzip, clock=clock)
+    (``ends[0]`` is the end of the warcinfo record, ``ends[k]`` that of the k-th record).
+    Its warcinfo names ``t-20200101000000000000-{serial:05d}.warc[.gz]``, the name the
+    tests give it: recovery makes a warcinfo name the file it is in."""
+    writer = RotatingWarcWriter(directory, "t", 10**9, gzip=gzip, clock=lambda: 1_577_836_800.0)
+    writer.serial = serial
     writer._open_new()
     ends = [writer._size]
     for i in range(n):
@@ -192,7 +195,7 @@ def killed_file(directory: Path, gzip: bool, n: int = 3) -> tuple[bytes, list[in
 
 @pytest.mark.parametrize("gzip", [True, False])
 def test_recovery_keeps_complete_records_and_cuts_the_rest(tmp_path: Path, gzip: bool):
-    data, ends = killed_file(tmp_path / "model", gzip)
+    data, ends = killed_file(tmp_path / "model", gzip, serial=7)
     assert ends[6] == len(data)
     cuts = {  # offset -> complete non-warcinfo records expected
         len(data): 6,
@@ -426,3 +429,109 @@ def test_a_large_record_is_not_copied_once_more_to_be_written(tmp_path: Path):
     assert peak < 1.5 * len(body), peak / len(body)
     [path] = warc_files(tmp_path)
     assert read(path)[1]["payload"] == body
+
+
+# -- WARC-Filename of a file that could not take its own name -------------------------------
+_KILLED_WRITER = """
+import io, os, sys, time
+from scrapy_irl.warc.writer import RotatingWarcWriter
+writer = RotatingWarcWriter(sys.argv[1], "t", 10**9, gzip=sys.argv[2] == "gz")
+for n in range(3):
+    body = bytes([65 + n]) * 500
+    record = writer.create_record(f"http://a.example/{n}", "resource", payload=io.BytesIO(body),
+                                  length=len(body), warc_content_type="text/plain")
+    writer.write(record)
+print(writer.current_path, flush=True)
+time.sleep(60)  # killed here, mid-file
+"""
+
+
+def warcio_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "warcio.cli", *args], capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def assert_valid_warc(path: Path) -> list[dict]:
+    """``warcio check`` and ``warcio index`` pass on ``path``, whose warcinfo names it."""
+    check = warcio_cli("check", "-v", str(path))
+    assert check.returncode == 0 and "digest pass" in check.stdout, check.stdout + check.stderr
+    assert "problem" not in check.stdout.lower()
+    index = warcio_cli("index", "-f", "warc-type,warc-filename,offset,length", str(path))
+    assert index.returncode == 0 and not index.stderr, index.stderr
+    records = read(path)
+    assert records[0]["type"] == "warcinfo" and records[0]["filename"] == path.name
+    assert f'"warc-filename": "{path.name}"' in index.stdout.splitlines()[0]
+    return records
+
+
+@pytest.mark.parametrize("gzip", [True, False])
+def test_a_file_recovered_under_another_name_says_so_in_its_warcinfo(tmp_path: Path, gzip: bool):
+    # A killed run's file is recovered as <name>-recovered-1 when <name> is taken, and its
+    # warcinfo went on saying WARC-Filename: <name>, the other file.
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(tmp_path), "gz" if gzip else ""],
+                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+                            env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        open_path = Path(proc.stdout.readline().strip())
+    finally:
+        proc.kill()  # SIGKILL
+        proc.wait()
+    assert open_path.name.endswith(".open") and open_path.exists()
+    before = read(open_path)
+    taken = open_path.with_name(open_path.name[: -len(".open")])
+    taken.write_bytes(b"another file of that name")
+    [recovered] = RotatingWarcWriter(tmp_path, "t", 10**9, gzip=gzip).recovered
+    extension = ".warc.gz" if gzip else ".warc"
+    assert recovered.final_path == tmp_path / f"{taken.name[: -len(extension)]}-recovered-1{extension}"
+    assert taken.read_bytes() == b"another file of that name"
+    assert not list(tmp_path.glob("*.open*"))
+    records = assert_valid_warc(recovered.final_path)
+    assert recovered.records == len(records) == 4
+    assert records[0]["payload"] == before[0]["payload"]  # the same warcinfo fields
+    assert records[0]["id"] != before[0]["id"]  # a new record
+    assert records[1:] == before[1:]
+
+
+def test_a_killed_warcinfo_rewrite_is_redone(tmp_path: Path):
+    data, ends = killed_file(tmp_path / "model", True)
+    directory = tmp_path / "run"
+    directory.mkdir()
+    name = "t-20200101000000000000-00000.warc.gz"
+    (directory / name).write_bytes(b"keep me")
+    (directory / f"{name}.open").write_bytes(data)
+    (directory / f"{name}.open.rewrite").write_bytes(data[:ends[0] + 7])  # killed while copying
+    [recovered] = RotatingWarcWriter(directory, "t", 10**9).recovered
+    assert recovered.final_path == directory / "t-20200101000000000000-00000-recovered-1.warc.gz"
+    assert sorted(p.name for p in warc_files(directory)) == [recovered.final_path.name, name]
+    assert recovered.final_path.read_bytes()[-(len(data) - ends[0]):] == data[ends[0]:]
+    assert_valid_warc(recovered.final_path)
+
+
+def test_a_file_killed_after_its_warcinfo_rewrite_keeps_the_name_it_gives(tmp_path: Path):
+    # Killed between the rewrite and the rename: the .open file already names
+    # <name>-recovered-1; that name is still free, so it is renamed as it is.
+    data, _ = killed_file(tmp_path / "model", True)
+    directory = tmp_path / "run"
+    directory.mkdir()
+    name = "t-20200101000000000000-00000.warc.gz"
+    (directory / name).write_bytes(b"keep me")
+    (directory / f"{name}.open").write_bytes(data)
+    recovered = recover_open_file(directory / f"{name}.open")
+    rewritten = recovered.final_path.read_bytes()
+    recovered.final_path.rename(directory / f"{name}.open")  # as before the final rename
+    again = recover_open_file(directory / f"{name}.open")
+    assert again.final_path == recovered.final_path
+    assert again.final_path.read_bytes() == rewritten  # not rewritten a second time
+    assert_valid_warc(again.final_path)
+
+
+def test_a_finished_file_whose_name_was_taken_names_its_own_name(tmp_path: Path):
+    writer = RotatingWarcWriter(tmp_path, "t", 10**9, clock=clock)
+    writer.write(*pair(writer, "http://a.example/0", b"zero"))
+    assert writer.current_path is not None
+    taken = writer.current_path.with_name(writer.current_path.name[: -len(".open")])
+    taken.write_bytes(b"keep me")  # appeared meanwhile (a copy, another host)
+    writer.release()
+    [final] = writer.finished
+    assert final.name.endswith("-recovered-1.warc.gz") and taken.read_bytes() == b"keep me"
+    assert_valid_warc(final)
