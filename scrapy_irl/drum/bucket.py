@@ -1,7 +1,8 @@
 """One DRUM disk bucket: the pair of files Q_i^H (key/op/value records) and Q_i^T (aux).
 
-Tuples are collected in a RAM buffer of M bytes and appended to the bucket files as one
-checksummed frame per write-out. The aux frame is written before its key frame, so a key
+Tuples are collected in a RAM buffer of M bytes and appended to the bucket files as
+checksummed frames, one pair per write-out (several when it is larger than
+:data:`MAX_FRAME_PAYLOAD`). Each aux frame is written before its key frame, so a key
 frame on disk always has its aux on disk too; a crash can leave at most one torn frame at
 the end of each file, which :meth:`Bucket.recover` cuts off.
 """
@@ -26,6 +27,12 @@ from scrapy_irl.drum.records import (
     scan_frames,
 )
 from scrapy_irl.exceptions import DrumCorruptionError
+
+#: Largest payload of one bucket frame. A frame's length field is 32 bits, and one
+#: ``submit()`` can put any amount into a buffer before it is written out, so a larger
+#: write-out is split into several frame pairs (a tuple is never split: its aux string,
+#: at most 1 GiB, always fits). Tests lower it to split small write-outs.
+MAX_FRAME_PAYLOAD = 1 << 31
 
 
 def bucket_paths(directory: Path, index: int, epoch: int) -> tuple[Path, Path]:
@@ -94,32 +101,71 @@ class Bucket:
         return len(self._kv_buffer) + self._aux_buffered_bytes
 
     def write_out(self) -> int:
-        """Append the RAM buffer to the bucket files as one frame each; returns bytes written."""
+        """Append the RAM buffer to the bucket files; returns bytes written.
+
+        One aux frame and one key frame per group of :meth:`_frame_groups`, in order, so
+        the files keep the one-to-one pairing recovery checks. A group is dropped from the
+        buffer once both its frames are written: an error leaves the rest buffered.
+        """
+        written = 0
+        for count in self._frame_groups():
+            written += self._write_group(count)
+        return written
+
+    def _frame_groups(self) -> list[int]:
+        """Tuple counts of consecutive groups whose frames stay within MAX_FRAME_PAYLOAD."""
         count = self.buffered_records
-        if not count:
-            return 0
+        limit = MAX_FRAME_PAYLOAD
+        if not count or max(len(self._kv_buffer), self._aux_buffered_bytes) <= limit:
+            return [count] if count else []
+        size = self.record_dtype.itemsize
+        cost = np.full(count, size, dtype=np.int64)
+        if self.store_aux:  # the aux frame: a 4-byte length and the string, per tuple
+            lengths = np.fromiter(map(len, self._aux_buffer), dtype=np.int64, count=count)
+            cost = np.maximum(cost, lengths + 4)  # both frames of a group stay in the limit
+        ends = np.cumsum(cost)
+        groups, start, done = [], 0, 0
+        while start < count:
+            stop = int(np.searchsorted(ends, done + limit, side="right"))
+            stop = max(stop, start + 1)  # a tuple alone may exceed a lowered limit
+            groups.append(stop - start)
+            start, done = stop, int(ends[stop - 1])
+        return groups
+
+    def _write_group(self, count: int) -> int:
+        """Write the first ``count`` buffered tuples as one frame pair, then drop them."""
+        size = self.record_dtype.itemsize
         written = 0
         aux_start = None
         if self.store_aux:
-            frame = encode_frame(MAGIC_AUX, count, encode_aux(self._aux_buffer))
+            frame = encode_frame(MAGIC_AUX, count, encode_aux(self._aux_buffer[:count]))
             aux_start = self._file_length(aux=True)
             written += self._write(frame, aux=True)
-        frame = encode_frame(MAGIC_KV, count, bytes(self._kv_buffer))
+        frame = encode_frame(MAGIC_KV, count, _head(self._kv_buffer, count * size))
         try:
             written += self._write(frame, aux=False)
         except OSError:
-            # The batch stays buffered and is written again: its aux frame must not be
+            # The group stays buffered and is written again: its aux frame must not be
             # there twice (a later key frame would be paired with the wrong strings).
             if aux_start is not None:
                 self._cut(aux=True, length=aux_start)
             raise
         self.file_bytes += len(frame)
         self.file_records += count
-        self._kv_buffer.clear()
-        self._aux_buffer.clear()
-        self._aux_buffered_bytes = 0
-        self.buffered_records = 0
+        self._drop_buffered(count)
         return written
+
+    def _drop_buffered(self, count: int) -> None:
+        if count == self.buffered_records:
+            self._kv_buffer.clear()
+            self._aux_buffer.clear()
+            self._aux_buffered_bytes = 0
+        else:
+            del self._kv_buffer[: count * self.record_dtype.itemsize]
+            if self.store_aux:
+                self._aux_buffered_bytes -= 4 * count + sum(map(len, self._aux_buffer[:count]))
+                del self._aux_buffer[:count]
+        self.buffered_records -= count
 
     def _fd(self, *, aux: bool) -> int:
         fd = self._aux_fd if aux else self._kv_fd
@@ -295,6 +341,14 @@ class Bucket:
         self.close()
         for path in (self.kv_path, self.aux_path):
             path.unlink(missing_ok=True)
+
+
+def _head(buffer: bytearray, length: int) -> bytes:
+    """The first ``length`` bytes of ``buffer`` in one copy (a bytearray slice makes two)."""
+    if length == len(buffer):
+        return bytes(buffer)
+    with memoryview(buffer) as view:  # released before the buffer is resized
+        return bytes(view[:length])
 
 
 def _aux_slice(

@@ -49,8 +49,23 @@ def result_dtype(value_dtype: np.dtype) -> np.dtype:
     return np.dtype(fields)
 
 
+#: Largest count or payload length a frame header can hold (32-bit fields).
+FRAME_FIELD_MAX = 0xFFFFFFFF
+
+
 def encode_frame(magic: bytes, count: int, payload: bytes) -> bytes:
-    """Header plus payload as one bytes object, so it is written with a single write()."""
+    """Header plus payload as one bytes object, so it is written with a single write().
+
+    A count or length the 32-bit header cannot hold raises DrumError before anything is
+    written (callers split larger batches; this is the last line of defence).
+    """
+    if len(payload) > FRAME_FIELD_MAX or count > FRAME_FIELD_MAX:
+        from scrapy_irl.exceptions import DrumError
+
+        raise DrumError(
+            f"a {magic.decode()} frame of {count} records and {len(payload)} bytes does not "
+            f"fit the 32-bit frame header (at most {FRAME_FIELD_MAX} of each)"
+        )
     return FRAME_HEADER.pack(magic, count, len(payload), zlib.crc32(payload)) + payload
 
 

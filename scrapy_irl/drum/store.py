@@ -45,7 +45,7 @@ from typing import Self
 
 import numpy as np
 
-from scrapy_irl.drum.bucket import Bucket
+from scrapy_irl.drum.bucket import MAX_FRAME_PAYLOAD, Bucket
 from scrapy_irl.drum.cache import (
     CacheIndex,
     CacheReader,
@@ -83,10 +83,12 @@ _OUR_FILE = re.compile(r"^(z\.\d{10}\.(keys|vals)|bucket-\d{4}\.\d{10}\.(kv|aux)
 _EPOCH = re.compile(r"\.(\d{10})\.")
 _KEY_LIMIT = 1 << 64
 
-#: Largest aux string, and largest ``buffer_bytes``: a bucket's write-out is one frame
-#: whose length field is 32 bits, so a buffer plus one tuple must stay far below 4 GiB.
+#: Largest aux string, and largest ``buffer_bytes``. A frame's length field is 32 bits: a
+#: write-out larger than ``bucket.MAX_FRAME_PAYLOAD`` (one ``submit()`` can buffer any
+#: amount) is split into several frames, and one tuple, never split, must fit in one.
 MAX_AUX_BYTES = 1 << 30
 MAX_BUFFER_BYTES = 1 << 30
+assert 4 + MAX_AUX_BYTES <= MAX_FRAME_PAYLOAD < 1 << 32
 
 
 @dataclass
