@@ -16,6 +16,8 @@ from typing import BinaryIO
 
 import numpy as np
 
+from scrapy_irl.exceptions import DrumError
+
 #: Operation codes stored with every tuple. ``CHECK_UPDATE`` is the bitwise union, so
 #: ``op & UPDATE`` tells whether a tuple inserts/updates its key.
 CHECK = 1
@@ -60,8 +62,6 @@ def encode_frame(magic: bytes, count: int, payload: bytes) -> bytes:
     written (callers split larger batches; this is the last line of defence).
     """
     if len(payload) > FRAME_FIELD_MAX or count > FRAME_FIELD_MAX:
-        from scrapy_irl.exceptions import DrumError
-
         raise DrumError(
             f"a {magic.decode()} frame of {count} records and {len(payload)} bytes does not "
             f"fit the 32-bit frame header (at most {FRAME_FIELD_MAX} of each)"
