@@ -28,6 +28,8 @@ SPIDER_MIDDLEWARES = {
     # Lets the reactor run while a long start() is read (see scrapy_irl.startpace).
     "scrapy_irl.startpace.StartPacingMiddleware": 24,
 }
+#: Scrapy's HTTP handler, swapped for ours (which leaves re-sending to the scheduler).
+STOCK_HTTP_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
 
 
 class Addon:
@@ -61,10 +63,39 @@ class Addon:
         for path, priority in DOWNLOADER_MIDDLEWARES.items():
             if path not in middlewares:
                 settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(path), priority)
+        _install_http_handler(settings)
         spider_middlewares = _placed(settings, "SPIDER_MIDDLEWARES")
         for path, priority in SPIDER_MIDDLEWARES.items():
             if path not in spider_middlewares:
                 settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", _load(path), priority)
+
+
+def _install_http_handler(settings: BaseSettings) -> None:
+    """Our HTTP handler for each scheme still served by Scrapy's stock one. A handler the
+    project (or an add-on before ours) chose in ``DOWNLOAD_HANDLERS``, or put in
+    ``DOWNLOAD_HANDLERS_BASE``, is kept; the scheduler names it at open.
+
+    Written into ``DOWNLOAD_HANDLERS`` as ``set_in_component_priority_dict`` writes
+    middlewares, whatever the setting's priority, but at no less than the base's:
+    ``getwithbase`` merges key by key and keeps a base entry set at a higher priority
+    (a project that rewrote ``DOWNLOAD_HANDLERS_BASE`` for http alone kept Scrapy's
+    https handler)."""
+    from scrapy_irl.hosts.download import HTTP_SCHEMES, PATH
+
+    chosen = settings.getdict("DOWNLOAD_HANDLERS")
+    base = settings.getdict("DOWNLOAD_HANDLERS_BASE")
+    ours = {scheme: PATH for scheme in HTTP_SCHEMES
+            if scheme not in chosen and _is_stock_http(base.get(scheme))}  # fmt: skip
+    if ours:
+        priority = max(settings.getpriority(name) or 0
+                       for name in ("DOWNLOAD_HANDLERS", "DOWNLOAD_HANDLERS_BASE"))  # fmt: skip
+        settings.set("DOWNLOAD_HANDLERS", {**chosen, **ours}, priority)
+
+
+def _is_stock_http(handler: object) -> bool:
+    if isinstance(handler, str):
+        return handler == STOCK_HTTP_HANDLER
+    return handler is not None and handler is _load(STOCK_HTTP_HANDLER)
 
 
 def _placed(settings: BaseSettings, name: str) -> set[str]:

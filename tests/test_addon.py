@@ -106,3 +106,32 @@ def test_reactorless_mode_is_refused_by_name():
     settings = Settings({"TWISTED_REACTOR_ENABLED": False})
     with pytest.raises(RuntimeError, match="TWISTED_REACTOR_ENABLED=False is not supported"):
         Addon().update_settings(settings)
+
+
+def http_handlers(settings: Settings) -> dict:
+    return {k: v for k, v in settings.getwithbase("DOWNLOAD_HANDLERS").items() if k in ("http", "https")}
+
+
+def test_addon_installs_the_http_handler_that_leaves_resending_to_the_scheduler():
+    """Scrapy's handler let Twisted re-send a request that failed on a reused connection
+    at once, past tau_h (tests/hosts/test_resend_crawl.py)."""
+    from scrapy_irl.hosts.download import PATH
+
+    settings = build({"DOWNLOAD_HANDLERS": {"s3": None}})
+    assert http_handlers(settings) == {"http": PATH, "https": PATH}
+    assert settings.getwithbase("DOWNLOAD_HANDLERS")["s3"] is None  # the project's entry stays
+    assert settings.getpriority("DOWNLOAD_HANDLERS") == 20  # "project", as it was
+
+
+def test_a_projects_own_http_handlers_are_kept():
+    """scrapy-playwright and the like: the project's choice wins, per scheme, wherever
+    it was made (a class key, Scrapy's handler named explicitly, ``None``, the base)."""
+    from scrapy_irl.hosts.download import PATH
+
+    custom = "myproject.handlers.BrowserHandler"  # never imported by the add-on
+    assert http_handlers(build({"DOWNLOAD_HANDLERS": {"https": custom}})) == {"http": PATH, "https": custom}
+    stock = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
+    assert http_handlers(build({"DOWNLOAD_HANDLERS": {"http": stock, "https": None}})) == {
+        "http": stock, "https": None}  # fmt: skip
+    base = dict(Settings().getdict("DOWNLOAD_HANDLERS_BASE"), http=custom)
+    assert http_handlers(build({"DOWNLOAD_HANDLERS_BASE": base})) == {"http": custom, "https": PATH}

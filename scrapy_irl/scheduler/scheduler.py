@@ -41,6 +41,7 @@ from scrapy_irl import config
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.exceptions import DrumError, FrontierCorruptionError, IrlError
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
+from scrapy_irl.hosts.download import other_http_handlers
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import ProxyRoutes
@@ -357,6 +358,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             self._idle_loop = task.LoopingCall(self._sample_idle)
             self._idle_loop.start(self.idle_sample_interval, now=False)
         self._warn_about_fighting_settings(settings)
+        self._note_other_http_handlers(settings)
         ignored = _ignored_settings(settings)
         if ignored:
             self.counts["ignored_settings"] = len(ignored)
@@ -441,6 +443,20 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 "The IRL scheduler enforces politeness itself; these settings make the "
                 "downloader delay or block requests on top of it: %(p)s",
                 {"p": ", ".join(problems)}, extra={"spider": self.spider},
+            )  # fmt: skip
+
+    def _note_other_http_handlers(self, settings: Any) -> None:
+        """A project's own http(s) handler is its choice (the add-on keeps it): one line,
+        since what it does with a failed request is beyond the heaps' sight."""
+        others = other_http_handlers(settings)
+        if others:
+            logger.info(
+                "IRL scheduler: downloads go through the project's handlers %(h)s, not "
+                "scrapy_irl.hosts.download.PoliteHTTP11DownloadHandler: a request such a "
+                "handler sends again by itself (Scrapy's HTTP11DownloadHandler does, at "
+                "once, when one fails on a reused connection) skips the host and IP delays",
+                {"h": ", ".join(f"{scheme}: {path}" for scheme, path in others.items())},
+                extra={"spider": self.spider},
             )  # fmt: skip
 
     def close(self, reason: str) -> None:

@@ -391,3 +391,22 @@ def test_a_jobdir_that_is_a_file_is_refused_with_a_clear_error(tmp_path: Path, c
     sched.close("shutdown")
     assert "Refusing to start the crawl" in caplog.text and "point JOBDIR" in caplog.text
     assert taken.read_text() == "not a directory"
+
+
+def test_a_projects_own_http_handler_is_named_once_at_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    """The add-on keeps a project's http(s) handler; what that handler does with a failed
+    request the heaps cannot see, so the scheduler says which one it is (INFO: a choice)."""
+    from scrapy_irl.hosts.download import PATH
+
+    custom = "tests.hosts.test_download_handler.STOCK"  # any path: it is not loaded to be run
+    with caplog.at_level("INFO", logger="scrapy_irl.scheduler.scheduler"):
+        opened(JOBDIR=str(tmp_path), DOWNLOAD_HANDLERS={"http": PATH, "https": custom}).close("finished")
+    (message,) = [r for r in caplog.records if "project's handlers" in r.getMessage()]
+    assert message.levelname == "INFO" and "https: " + custom in message.getMessage()
+    assert "http: " not in message.getMessage()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="scrapy_irl.scheduler.scheduler"):
+        opened(JOBDIR=str(tmp_path / "ours"), DOWNLOAD_HANDLERS={"http": PATH, "https": PATH}).close("finished")
+    assert not [r for r in caplog.records if "project's handlers" in r.getMessage()]

@@ -1,0 +1,83 @@
+"""``PoliteHTTP11DownloadHandler``: Scrapy's HTTP/1.1 handler without Twisted's silent re-send.
+
+Twisted's connection pool re-sends a bodiless GET/HEAD at once, on a new connection, when
+it fails on a reused keep-alive connection before any response byte came back
+(``HTTPConnectionPool.retryAutomatically``). The scheduler never sees that second request:
+a server that read the first one and then dropped the connection gets the same URL twice
+within milliseconds, closer than tau_h (and tau_s). With the re-send off the download fails
+with Scrapy's ``DownloadFailedError`` (in ``RETRY_EXCEPTIONS``), and RetryMiddleware's retry
+goes back through the scheduler, which times it like any other request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.exceptions import DownloadFailedError
+from twisted.web.client import HTTPConnectionPool, RequestTransmissionFailed
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+
+#: The handler's import path, as the add-on installs it for ``http`` and ``https``.
+PATH = f"{__name__}.PoliteHTTP11DownloadHandler"
+#: The schemes it serves.
+HTTP_SCHEMES = ("http", "https")
+
+
+class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
+    """Every HTTP request that reaches a server was handed out by the scheduler."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        pool = getattr(self, "_pool", None)
+        if not isinstance(pool, HTTPConnectionPool):  # Scrapy moved it: say so, loudly
+            raise TypeError(f"{type(self).__name__}: Scrapy's HTTP11DownloadHandler has no "
+                            f"HTTPConnectionPool in _pool (got {type(pool).__name__})")  # fmt: skip
+        pool.retryAutomatically = False
+
+    async def download_request(self, request: Request) -> Response:
+        with retryable_transmission_failure():
+            return await super().download_request(request)
+
+
+@contextmanager
+def retryable_transmission_failure() -> Iterator[None]:
+    """``RequestTransmissionFailed``, which Twisted re-sent too, as the
+    ``DownloadFailedError`` RetryMiddleware retries (Scrapy maps ``ResponseNeverReceived``
+    itself). It hardly reaches a bodiless request (written at once, on a connection the
+    pool checked was idle); should it, its retry must not be lost for want of a name
+    Scrapy knows. The third, ``RequestNotSent``, cannot: it means a connection that was
+    not idle, and the pool hands out idle ones only."""
+    try:
+        yield
+    except RequestTransmissionFailed as exc:
+        raise DownloadFailedError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def other_http_handlers(settings: BaseSettings) -> dict[str, str]:
+    """The ``http``/``https`` handlers in use that are not ours (scheme: import path), as
+    Scrapy merges them (``DOWNLOAD_HANDLERS`` over ``DOWNLOAD_HANDLERS_BASE``); a scheme
+    switched off (``None``) is left out."""
+    from scrapy.utils.misc import load_object
+    from scrapy.utils.python import global_object_name
+
+    merged = settings.getwithbase("DOWNLOAD_HANDLERS")
+    others = {}
+    for scheme in HTTP_SCHEMES:
+        handler = merged.get(scheme)
+        if handler is None:
+            continue
+        try:
+            cls = load_object(handler) if isinstance(handler, str) else handler
+        except (ImportError, NameError, ValueError):  # the downloader reports it; not ours
+            cls = None
+        if not (isinstance(cls, type) and issubclass(cls, PoliteHTTP11DownloadHandler)):
+            others[scheme] = handler if isinstance(handler, str) else global_object_name(handler)
+    return others
