@@ -45,8 +45,8 @@ class Handout:
 class Hop:
     """A robots.txt redirect hop: waiting to claim its host and IP, then booked on them."""
 
-    __slots__ = ("gate", "host", "host_slot", "ip", "ip_slot", "origin", "reached",
-                 "since", "start", "url")  # fmt: skip
+    __slots__ = ("gate", "host", "host_lender", "host_slot", "in_cycle", "ip", "ip_lender",
+                 "ip_slot", "origin", "reached", "since", "start", "url")  # fmt: skip
 
     def __init__(self, url: str, host: Host, ip: str, origin: str | None, *,
                  host_slot: bool, ip_slot: bool, since: float, gate: Any) -> None:  # fmt: skip
@@ -62,6 +62,11 @@ class Hop:
         self.start = since  # when it was booked to start, once claimed
         self.gate = gate  # the Deferred the robots middleware waits on
         self.reached = False  # request_reached_downloader seen
+        # Sent under the idle hold of another fetch in a wait-for cycle (its origin): the
+        # host or IP slot that fetch holds, which this hop uses instead of claiming one.
+        self.host_lender: str | None = None
+        self.ip_lender: str | None = None
+        self.in_cycle = False  # found in a wait-for cycle (counted once)
 
 
 class RobotsMarker:

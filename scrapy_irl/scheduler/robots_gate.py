@@ -192,6 +192,7 @@ class RobotsGate:
         probe = Request(marker.origin + "/",
                         meta={"dont_obey_robotstxt": False, **(host.robots_meta or {})})  # fmt: skip
         self._robots_hosts[marker.origin + "/robots.txt"] = host
+        self._robots_holds[marker.origin] = host
         cached = self.robots.cache.get(marker.origin) if renew else None
         fresh_for = robots_margin(cached.record) if cached is not None else 0.0
         d = deferred_from_coro(self.robots.robot_parser(probe, fresh_for=fresh_for))
@@ -205,7 +206,14 @@ class RobotsGate:
             # Refused before the downloader (an offsite filter): no request_left_downloader.
             self.counts["robots_hops_released_at_fetch_end"] += 1
             self._release_hop(hop, now)
-        self._host_finished(host, now, count_for_host=False)
+        self._robots_holds.pop(origin, None)
+        if self._lent(origin) != (False, False):
+            # Another fetch's hop is on the wire under this hold (a wait-for cycle): the
+            # host stays held until that hop is over (_release_hop), or a page could join it.
+            self.counts["robots_fetch_ends_held_for_hops"] += 1
+            self._robots_ends_held[origin] = host
+        else:
+            self._host_finished(host, now, count_for_host=False)
         items = self._robots_wait.pop(origin, [])
         self._waiting -= len(items)
         if self._closed:

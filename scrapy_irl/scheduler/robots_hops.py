@@ -7,7 +7,14 @@ waits until that host has nothing in flight and its IP a free slot, and holds bo
 the hop is in flight, as for any request: tau_h, tau_s and IRL_IP_MAX_IN_FLIGHT hold for
 hops too. What the fetch itself holds (its own host, its IP's slot) is not claimed again,
 or a chain of hops would wait for itself; backstops release hops that never reach the
-downloader."""
+downloader.
+
+Fetches can wait for each other: a.test's hop waits for b.test, which b.test's fetch
+holds while its own hop waits for a.test (longer cycles, or cycles through full IP
+slots, likewise). Nothing of such fetches is on the wire: each asks for its next hop
+only once its last response has arrived. Their holds are idle, so a hop in the cycle is
+sent under the hold it waits for (it *borrows* it) and the lender's own requests wait
+until that hop is over: one request per host, IRL_IP_MAX_IN_FLIGHT per IP, on the wire."""
 
 from __future__ import annotations
 
@@ -162,7 +169,7 @@ class RobotsHops:
             if self._closed or self.polite.hosts.get(host.name) is not host:
                 host.hop_waits -= 1  # closing, or removed (its renewal failed): just go
                 self._call_later(0.0, hop.gate.callback, None)
-            elif hop.url in self._hop_claims or self.polite.hop_blocked(
+            elif hop.url in self._hop_claims or self._hold_lent(hop) or self.polite.hop_blocked(
                 host, hop.ip, host_slot=hop.host_slot, ip_slot=hop.ip_slot
             ):
                 if now - hop.since <= self.handout_timeout:
@@ -177,6 +184,137 @@ class RobotsHops:
                 self._claim_hop(hop, now)
             else:
                 self._claim_hop(hop, now)
+        if len(self._hop_waits) > 1 and not self._closed:
+            self._resolve_hop_cycles(now)
+
+    # -- wait-for cycles -------------------------------------------------------------------
+    def _resolve_hop_cycles(self, now: float) -> None:
+        """Send the hops of a wait-for cycle under the idle holds they wait for.
+
+        Each fetch in the cycle asked for its next hop after its last response came:
+        none has anything on the wire, so a hop may use the host or IP slot another
+        fetch of the cycle holds without two requests meeting on the wire there; that
+        fetch's own requests wait for the hop (:meth:`_hold_lent`), and its end keeps
+        its host held until the hop is over. Only a fetch this scheduler started lends
+        (a fetch the middleware makes for a page sends that page the moment it ends);
+        a hop that finds nothing to borrow yet (its IP full of pages) tries again at the
+        next change."""
+        cycle = self._hops_in_cycles()
+        if not cycle:
+            return
+        lendable = self._lendable_holds({hop.origin for hop in cycle if hop.origin is not None})
+        for hop in cycle:
+            if not hop.in_cycle:
+                hop.in_cycle = True
+                self.counts["robots_hops_in_cycles"] += 1
+            if hop in self._hop_waits and hop.url not in self._hop_claims and self._borrow(
+                hop, lendable
+            ):
+                self._hop_waits.remove(hop)
+                self.counts["robots_hops_borrowed"] += 1
+                logger.debug("robots.txt redirect hop to %(url)s sent under the hold of "
+                             "%(lender)s's fetch (a wait-for cycle)",
+                             {"url": hop.url, "lender": hop.host_lender or hop.ip_lender},
+                             extra={"spider": self.spider})  # fmt: skip
+                self._claim_hop(hop, now)
+
+    def _hops_in_cycles(self) -> list[Hop]:
+        """The waiting hops that only each other's fetches hold up: a wait-for cycle.
+
+        A deadlock check by reduction (cheap: one waiting hop per fetch, a handful of
+        fetches): a fetch waiting for a host or IP that something else holds (a page, a
+        hop on the wire, a fetch not waiting) will go once that ends, and its own hold
+        then ends too; fetches left when no more can go wait for each other. An IP slot
+        is waited for only while the fetches left hold all of that IP's slots."""
+        holds = {hop.origin: self._held_by_fetch(hop.origin) for hop in self._hop_waits
+                 if hop.origin is not None}  # fmt: skip
+        holds = {origin: held for origin, held in holds.items() if held[0] is not None}
+        if len(holds) < 2:
+            return []
+        waiting: dict[str, list[Hop]] = {}
+        for hop in self._hop_waits:
+            if hop.origin in holds:
+                waiting.setdefault(hop.origin, []).append(hop)
+        holder = {id(host): origin for origin, (host, _) in holds.items()}
+        on_ip: dict[str | None, int] = {}
+        for _, ip in holds.values():
+            on_ip[ip] = on_ip.get(ip, 0) + 1
+        stuck = set(waiting)
+        freed = True
+        while freed:
+            freed = False
+            for origin in list(stuck):
+                if not all(self._held_up(hop, stuck, holder, on_ip) for hop in waiting[origin]):
+                    stuck.discard(origin)
+                    on_ip[holds[origin][1]] -= 1
+                    freed = True
+        return [hop for hop in self._hop_waits if hop.origin in stuck]
+
+    def _held_up(self, hop: Hop, stuck: set[str], holder: dict[int, str],
+                 on_ip: dict[str | None, int]) -> bool:  # fmt: skip
+        """Whether ``hop`` waits for a hold of the ``stuck`` fetches: its host held by one
+        of them, or its IP's slots all held by them (``on_ip``: their holds per IP)."""
+        if hop.host_slot and holder.get(id(hop.host)) in stuck:
+            return True
+        address = self.polite.ips.get(hop.ip)
+        return (hop.ip_slot and address is not None
+                and address.in_flight >= self.polite.max_in_flight_per_ip
+                and on_ip.get(hop.ip, 0) >= self.polite.max_in_flight_per_ip)  # fmt: skip
+
+    def _lendable_holds(self, origins: set[str]) -> dict[str, list[Any]]:
+        """The holds the fetches of ``origins`` may lend: origin -> [host, IP, host free,
+        IP slot free], for fetches this scheduler started (see :meth:`_resolve_hop_cycles`)."""
+        lendable = {}
+        for origin in origins:
+            host = self._robots_holds.get(origin)
+            if host is not None and host.in_flight:
+                host_lent, ip_lent = self._lent(origin)
+                lendable[origin] = [host, host.ip, not host_lent, not ip_lent]
+        return lendable
+
+    def _borrow(self, hop: Hop, lendable: dict[str, list[Any]]) -> bool:
+        """Take for ``hop`` what it waits for from the idle ``lendable`` holds; False
+        (nothing taken) when some of it is held by something else, or lent already."""
+        host_from = ip_from = None
+        if hop.host_slot and (hop.host.in_flight or hop.host.resolving):
+            host_from = next((origin for origin, (host, _, free, _) in lendable.items()
+                              if host is hop.host and free), None)  # fmt: skip
+            if host_from is None:
+                return False
+        address = self.polite.ips.get(hop.ip)
+        if (hop.ip_slot and address is not None
+                and address.in_flight >= self.polite.max_in_flight_per_ip):  # fmt: skip
+            first = [host_from] if host_from is not None else []
+            ip_from = next((origin for origin in [*first, *lendable]
+                            if lendable[origin][1] == hop.ip and lendable[origin][3]), None)  # fmt: skip
+            if ip_from is None:
+                return False
+        if host_from is not None:
+            lendable[host_from][2] = hop.host_slot = False
+            hop.host_lender = host_from
+        if ip_from is not None:
+            lendable[ip_from][3] = hop.ip_slot = False
+            hop.ip_lender = ip_from
+        return True
+
+    def _lent(self, origin: str) -> tuple[bool, bool]:
+        """Whether the host, and the IP slot, that ``origin``'s fetch holds are lent to a
+        hop of another fetch now (claimed, not yet over)."""
+        claims = self._hop_claims.values()
+        return (any(hop.host_lender == origin for hop in claims),
+                any(hop.ip_lender == origin for hop in claims))  # fmt: skip
+
+    def _hold_lent(self, hop: Hop) -> bool:
+        """Whether ``hop`` would use its own fetch's hold (its host, or IP slot) while a
+        hop of another fetch is on the wire under it: it waits for that one."""
+        if hop.origin is None or (hop.host_slot and hop.ip_slot):
+            return False
+        held = self._robots_holds.get(hop.origin)
+        if held is None:
+            return False
+        host_lent, ip_lent = self._lent(hop.origin)
+        return ((host_lent and not hop.host_slot and hop.host is held)
+                or (ip_lent and not hop.ip_slot and hop.ip == held.ip))  # fmt: skip
 
     def _claim_hop(self, hop: Hop, now: float) -> None:
         """Book ``hop`` in the heaps, holding its slots; its gate fires when its IP is due."""
@@ -200,8 +338,16 @@ class RobotsHops:
                                 host_slot=hop.host_slot, ip_slot=hop.ip_slot)  # fmt: skip
         if self.memory is not None:
             self.memory.hopped(hop.host, hop.ip)
+        self._end_held_fetches(hop, now)
         self._grant_hops()
         self._wake_engine()
+
+    def _end_held_fetches(self, hop: Hop, now: float) -> None:
+        """Free the hosts of fetches that ended while ``hop`` used their hold, once no
+        other hop uses it."""
+        for lender in (hop.host_lender, hop.ip_lender):
+            if lender in self._robots_ends_held and self._lent(lender) == (False, False):
+                self._host_finished(self._robots_ends_held.pop(lender), now, count_for_host=False)
 
     def _expire_hops(self, now: float) -> None:
         """Free hops that never reached the downloader (their fetch's end frees them too,

@@ -246,6 +246,11 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         # their fetch), and those still waiting for their host or IP to be free.
         self._hop_claims: dict[str, Hop] = {}
         self._hop_waits: list[Hop] = []
+        # Origin -> the host its robots.txt fetch (a marker handed out) holds, until the
+        # fetch ends; and the fetches that ended while a hop of another fetch was sent
+        # under their hold (a wait-for cycle): their host is freed when that hop is over.
+        self._robots_holds: dict[str, Host] = {}
+        self._robots_ends_held: dict[str, Host] = {}
         # id(request) -> its hand-out, until the request is over
         self._handed: dict[int, Handout] = {}
         # record -> the Request it was written from, while something else still holds
