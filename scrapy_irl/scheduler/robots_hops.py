@@ -159,7 +159,8 @@ class RobotsHops:
     def _grant_hops(self) -> None:
         """Book the waiting hops whose host and IP are free (in the order they came);
         one that waited IRL_HANDOUT_TIMEOUT is only booked (counted, logged): a host held
-        for ever (a cycle of redirects between two fetches) must not stop its fetch."""
+        for ever must not stop its fetch. Hops left waiting for each other's fetches (a
+        wait-for cycle) are resolved at once (:meth:`_resolve_hop_cycles`)."""
         if not self._hop_waits:
             return
         now = self.clock()

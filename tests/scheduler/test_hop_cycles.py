@@ -251,3 +251,35 @@ def test_a_chain_of_waits_that_ends_on_a_page_is_no_cycle(cycle):
     sched._left(next(entry.request for entry in sched._handed.values()))
     assert [when for when, _ in timers] == [1001.5]  # b.test's hop, tau_s after the page
     assert sched.counts["robots_hops_borrowed"] == 0
+
+
+def test_a_fetch_made_for_a_page_borrows_but_does_not_lend(cycle):
+    """b.test's robots.txt is fetched by the middleware for a page handed out already
+    (its fetch's hold is the page's, which goes the moment the fetch ends): its hop
+    borrows a.test's idle hold, while a.test's hop waits for the page to end."""
+    from tests.robots.fakes import run
+
+    sched, wire, clock, timers = cycle
+    sched._add_host("b.test", "10.0.0.2", None)
+    page = Request("http://b.test/page", dont_filter=True)
+    sched.polite.push("b.test", page)  # no robots marker: handed out as it is
+    assert start(sched, clock, {"a.test": "10.0.0.1"}) == ["http://b.test/page"]
+    fetch = run(sched.robots.process_request(page))
+    assert wire.sent == ["http://a.test/robots.txt", "http://b.test/robots.txt"]
+    clock.now = 1000.2
+    wire.redirect("http://a.test/robots.txt", "http://b.test/from-a")
+    wire.redirect("http://b.test/robots.txt", "http://a.test/from-b")
+    assert sched.counts["robots_hops_in_cycles"] == 2
+    assert [when for when, _ in timers] == [1001.2]  # b.test's hop only
+    fire_due(timers, clock)
+    assert wire.sent[-1] == "http://a.test/from-b"
+    clock.now = 1001.5
+    wire.answer("http://a.test/from-b")
+    assert fetch.called  # the page goes on; a.test's hop still waits for it
+    assert timers == [] and sched.counts["robots_hops_borrowed"] == 1
+    clock.now = 1002.0
+    sched._left(page)
+    assert [when for when, _ in timers] == [1003.0]  # tau_s after the page's end
+    fire_due(timers, clock)
+    wire.answer("http://b.test/from-a")
+    assert not any(host.in_flight for host in sched.polite.hosts.values())

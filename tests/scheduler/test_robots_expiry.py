@@ -464,7 +464,9 @@ def test_a_hop_to_a_host_whose_record_expired_is_booked_on_its_fresh_address(fak
 
 
 def test_a_hop_that_cannot_claim_its_host_goes_unheld_after_the_handout_timeout(fake_time):
-    """Two fetches redirecting to each other's host would wait for each other for ever."""
+    """A host held for ever (a page that never ends; a cycle of fetches the robots
+    middleware made for pages of their own, which lend nothing) must not stop the fetch.
+    (A cycle of the scheduler's own fetches goes at once: test_hop_cycles.py.)"""
     sched, robots, web, clock = fake_time
     timers = _timers(sched)
     _queue_page(sched, "http://a.test/page")
