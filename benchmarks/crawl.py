@@ -5,6 +5,7 @@
     python benchmarks/crawl.py --seconds 60 --size small --json
     python benchmarks/crawl.py --seed 7 --only irl       # another web of the same size
     python benchmarks/crawl.py --web spam_plds=150 --web out_links=12   # another shape
+    python benchmarks/crawl.py --only irl --rounds 3   # medians of 3 runs (noisy machines)
 
 Runs, one after the other, each with a fresh simweb server process (same seed and size)
 and the same CONCURRENT_REQUESTS:
@@ -13,6 +14,11 @@ and the same CONCURRENT_REQUESTS:
   settings of Scrapy's docs (``benchmarks/baseline_stock.py``);
 * ``irl``: the add-on (IRL scheduler, robots/DNS cache) with the politeness delays below;
 * ``irl-relaxed``: the add-on with tiny delays, to compare raw pages/s with stock.
+
+With ``--rounds N`` the whole plan runs N times, interleaved (stock, irl, irl-relaxed, then
+again), and the table gives each row's median over the rounds; the relaxed/stock ratio is
+the median of the ratios of each round's two runs (measured side by side, on a machine that
+was equally busy for both). The per-round values of the goal rows follow the table.
 
 The judge checks politeness at tau_h = IRL_HOST_DELAY_MIN and tau_s = IRL_IP_DELAY_MIN of
 the ``irl`` run. Stock applies no delay at all (Scrapy's defaults); its violations show
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -100,6 +107,31 @@ def run(name: str, settings: dict, args: argparse.Namespace, tau_h: float, tau_s
     return result
 
 
+#: Rows whose value in each round is printed under a ``--rounds`` table.
+ROUND_ROWS = ("requests_per_s", "spam_trap_share", "spearman_indegree_pages", "top_coverage")
+
+
+def median_result(rounds: list[dict]) -> dict:
+    """One run's rounds -> a result of medians: numbers are the median over the rounds that
+    have one; a value that is not a number (a finish reason, a meter stock lacks) is kept
+    only when every round agrees, else None."""
+    merged: dict = {}
+    for key in dict.fromkeys(k for result in rounds for k in result):
+        values = [result.get(key) for result in rounds]
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if numbers:
+            merged[key] = round(statistics.median(numbers), 4)
+        else:
+            merged[key] = values[0] if all(v == values[0] for v in values) else None
+    return merged
+
+
+def relaxed_ratios(results: dict[str, list[dict]]) -> list[float]:
+    """requests/s of irl-relaxed over stock, per round (the two runs of one round)."""
+    pairs = zip(results.get("irl-relaxed", []), results.get("stock", []))
+    return [relaxed["requests_per_s"] / max(stock["requests_per_s"], 1e-9) for relaxed, stock in pairs]
+
+
 def _setting(item: str, parser: argparse.ArgumentParser) -> tuple[str, object]:
     name, sep, text = item.partition("=")
     if not sep or not name:
@@ -122,6 +154,8 @@ def main() -> int:
     p.add_argument("--only", nargs="*", choices=("stock", "irl", "irl-relaxed"), help="runs to do")
     p.add_argument("--keep", help="save each crawl's log, request log and web config here")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the plan this many times, interleaved, and report medians")
     p.add_argument("--web", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a field of the simweb config (spam_plds=120, out_links=12, ...), repeatable")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -136,19 +170,34 @@ def main() -> int:
     tau_h, tau_s = IRL["IRL_HOST_DELAY_MIN"], IRL["IRL_IP_DELAY_MIN"]
     plan = {"stock": {**BROAD_CRAWL, "CONCURRENT_REQUESTS": args.concurrency}, "irl": {**IRL, **extra},
             "irl-relaxed": {**RELAXED, **extra}}  # fmt: skip
-    results = {name: run(name, settings, args, tau_h, tau_s) for name, settings in plan.items()
-               if not args.only or name in args.only}  # fmt: skip
+    if args.rounds < 1:
+        p.error(f"--rounds must be >= 1, got {args.rounds}")
+    names = [name for name in plan if not args.only or name in args.only]
+    results: dict[str, list[dict]] = {name: [] for name in names}
+    for number in range(1, args.rounds + 1):
+        for name in names:
+            label = name if args.rounds == 1 else f"{name}.round{number}"  # --keep file names
+            results[name].append(run(label, plan[name], args, tau_h, tau_s))
+    table = {name: median_result(rounds) for name, rounds in results.items()}
+    ratios = relaxed_ratios(results)
     if args.json:
-        print(json.dumps({"command": " ".join(sys.argv), "results": results}, indent=1, default=str))
+        print(json.dumps({"command": " ".join(sys.argv), "rounds": results, "results": table,
+                          "relaxed_over_stock": ratios}, indent=1, default=str))  # fmt: skip
         return 0
     print(f"simweb size={args.size}, seed={args.seed}" + "".join(f", {w}" for w in args.web) + f", {args.seconds} s per crawl, CONCURRENT_REQUESTS={args.concurrency}; "
-          f"judged at tau_h={tau_h} s, tau_s={tau_s} s" + (f"; irl settings {extra}" if extra else "") + "\n")  # fmt: skip
-    print(f"{'':32}" + "".join(f"{n:>13}" for n in results))
+          f"judged at tau_h={tau_h} s, tau_s={tau_s} s" + (f"; irl settings {extra}" if extra else "")
+          + (f"; medians of {args.rounds} interleaved rounds" if args.rounds > 1 else "") + "\n")  # fmt: skip
+    print(f"{'':32}" + "".join(f"{n:>13}" for n in table))
     for label, key in ROWS:
-        print(f"{label:32}" + "".join(f"{results[n].get(key)!s:>13}" for n in results))
-    if "stock" in results and "irl-relaxed" in results:
-        ratio = results["irl-relaxed"]["requests_per_s"] / max(results["stock"]["requests_per_s"], 1e-9)
-        print(f"\nrequests/s irl-relaxed / stock: {ratio:.2f}x")
+        print(f"{label:32}" + "".join(f"{table[n].get(key)!s:>13}" for n in table))
+    if args.rounds > 1:
+        print("\nper round:")
+        for name, rounds in results.items():
+            for key in ROUND_ROWS:
+                print(f"  {name:12} {key:24} " + "  ".join(str(r.get(key)) for r in rounds))
+    if ratios:
+        each = " (rounds: " + ", ".join(f"{r:.2f}" for r in ratios) + ")" if len(ratios) > 1 else ""
+        print(f"\nrequests/s irl-relaxed / stock: {statistics.median(ratios):.2f}x{each}")
     return 0
 
 
