@@ -28,6 +28,7 @@ from scrapy_irl.scheduler.items import (
     RAM_PREFIX,
     host_key,
     url_parts,
+    without_host,
 )
 
 if TYPE_CHECKING:
@@ -42,13 +43,18 @@ class Intake:
     def _enqueue(self, request: Request) -> bool:
         parts = urlparse_cached(request)
         host = host_key(parts.hostname)
-        if not host or parts.scheme not in ("http", "https"):
+        if without_host(parts.scheme, host):
             # data:, file:, unknown schemes: no host to be polite to; the downloader
-            # handles (or rejects) them, so hand them out as they come, in RAM (and
-            # unchanged: what follows a data: URL's comma is content, not a query).
+            # handles (or rejects) them, so they are handed out in RAM, unchanged (what
+            # follows a data: URL's comma is content, not a query). Still filtered, as by
+            # Scrapy's scheduler: the same data: or unknown-scheme link on every page
+            # of a broad crawl was otherwise one failed download per page.
             self.counts["no_host"] += 1
-            self._direct.append(request)
-            self.stats.inc_value("scheduler/enqueued")
+            if request.dont_filter or not self.filtering:
+                self._direct.append(request)
+                self.stats.inc_value("scheduler/enqueued")
+                return True
+            self._check_in_ram(request, None, self._key(self._fingerprint(request)))
             return True
         stripped = self.strip_session(request.url)
         if stripped is not None and self._redirected_to_add_session(request, stripped):
@@ -146,12 +152,17 @@ class Intake:
             self._route(request, host)
             self._note_ram_peak()
             return
+        self._check_in_ram(request, host, key)
+
+    def _check_in_ram(self, request: Request, host: str | None, key: int) -> None:
+        """URLseen checks ``key``; the request waits in RAM for the verdict (the aux names
+        it). ``host`` None: a request without a host, handed out directly if unique."""
         self._ram_check_ids += 1
         token = self._ram_check_ids
         self._ram_checks[token] = (request, host)
         self.urlseen.check_update(key, None, RAM_PREFIX + token.to_bytes(8, "little"))
 
-    def _take_ram_check(self, aux: bytes) -> tuple[Request, str] | None:
+    def _take_ram_check(self, aux: bytes) -> tuple[Request, str | None] | None:
         """The waiting request a URLseen aux names, if it is a RAM check still known here
         (after a restart it is not: the request died with the process, as it would have
         in Scrapy's scheduler, and is counted)."""
@@ -174,7 +185,11 @@ class Intake:
                 waiting = self._take_ram_check(record)
                 if waiting is not None:
                     self.stats.inc_value("scheduler/enqueued")
-                    self._route(*waiting)  # in RAM, outside the budgets, as before
+                    request, waiting_host = waiting
+                    if waiting_host is None:  # no host: nothing to be polite to
+                        self._direct.append(request)
+                    else:
+                        self._route(request, waiting_host)  # in RAM, outside the budgets
                     self._note_ram_peak()
                 continue
             host = host_key(url_parts(record_url(record)).hostname)

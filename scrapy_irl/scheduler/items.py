@@ -99,6 +99,13 @@ def robots_margin(record: Any) -> float:
     return renewal_margin(record.expires_at - record.checked_at)
 
 
+def without_host(scheme: str, host: str) -> bool:
+    """A URL the heaps do not handle: no host (data:, file:) or a scheme other than
+    http(s) (``file:``, ``ftp:``, a typo such as ``htp:``): there is no server to be polite to,
+    and the downloader serves or rejects it."""
+    return not host or scheme not in ("http", "https")
+
+
 def host_key(hostname: str | None) -> str:
     """The politeness key of a URL's host: lower case, without the root's trailing dot
     (``site.test.`` and ``site.test`` are one DNS name, one server to be polite to)."""

@@ -62,6 +62,7 @@ from scrapy_irl.scheduler.items import (
     RobotsMarker,
     host_key,
     url_parts,
+    without_host,
 )
 from scrapy_irl.scheduler.layout import MARKER as FRONTIER_MARKER
 from scrapy_irl.scheduler.layout import (
@@ -236,7 +237,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self._robots_renewed: weakref.WeakSet[Request] = weakref.WeakSet()
         self._direct: deque[Request] = deque()  # requests without a host (data:, file:)
         # Requests that cannot be serialized, waiting in RAM for URLseen's verdict.
-        self._ram_checks: dict[int, tuple[Request, str]] = {}
+        self._ram_checks: dict[int, tuple[Request, str | None]] = {}
         self._ram_check_ids = 0
         self._robots_hosts: dict[
             str, Host
@@ -517,8 +518,13 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             waits.clear()
         self._held_due.clear()
         self._waiting = 0
-        # Unserializable requests still waiting for URLseen's verdict cannot be saved.
-        self.counts["lost_unserializable_at_close"] += len(self._ram_checks)
+        # Requests without a host waiting for URLseen's verdict are saved unchecked (at
+        # worst fetched twice); unserializable ones cannot be saved.
+        for request, host in self._ram_checks.values():
+            if host is None:
+                items.append(request)
+            else:
+                self.counts["lost_unserializable_at_close"] += 1
         self._ram_checks.clear()
         saved = 0
         for item in items:
@@ -702,7 +708,16 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             if got is None:
                 break
             record, token = got
-            host = host_key(url_parts(record_url(record)).hostname)
+            parts = url_parts(record_url(record))
+            host = host_key(parts.hostname)
+            if without_host(parts.scheme, host):
+                # Saved at a graceful stop: back to the direct queue, off the disk.
+                held = Held(record, token)
+                request = self._decode_or_drop(held)
+                if request is not None:
+                    self._direct.append(request)
+                    self._release(held)
+                continue
             self._route(Held(record, token), host)
         self._note_ram_peak()
 

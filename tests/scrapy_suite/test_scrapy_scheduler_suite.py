@@ -62,8 +62,6 @@ NOT_RUN = {
 DELIBERATE = {
     # Order: requests leave by BEAST queue and politeness due time, not by priority/LIFO.
     "test_engine_loop.py::TestRequestSendOrder::test_shared_queues",
-    # data: URLs have no host: they bypass URLseen (and the fingerprinter this test breaks).
-    "test_engine.py::TestEngine::test_start_request_processing_exception",
     # The test deletes the stock scheduler's private ``dqs`` attribute.
     "test_engine_close_spider.py::test_exception_scheduler",
     # Three download slots, all on the mock server's one host: the host heap lets one
