@@ -146,3 +146,20 @@ def test_valid_paths_and_strings_are_kept() -> None:
     assert config.getpowerof2(Settings(), "IRL_URLSEEN_BUCKETS", maximum=4096) == (
         defaults.IRL_URLSEEN_BUCKETS
     )
+
+
+def test_a_setting_the_scheduler_refuses_is_logged_before_scrapys_follow_on_errors(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    # Scrapy builds the scheduler as the engine opens; its failure path then raised
+    # "RuntimeError: Engine slot not assigned", the last line of the traceback.
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(settings_dict={"JOBDIR": str(tmp_path / "job"),
+                                         "IRL_HOST_DELAY": 1, "IRL_HOST_DELAY_MIN": 5})  # fmt: skip
+    with pytest.raises(ValueError):
+        _scheduler(crawler)
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == ["Refusing to start the crawl: need 0 <= IRL_HOST_DELAY_MIN <= "
+                      "IRL_HOST_DELAY, got 5.0, 1.0"]  # fmt: skip
+    assert not (tmp_path / "job" / "irl").exists()  # refused before the frontier's directory

@@ -286,7 +286,15 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler)
+        """The scheduler; a refused setting is logged first as one ERROR line. Scrapy
+        builds the scheduler as the engine opens, and its failure path then raises
+        ``RuntimeError: Engine slot not assigned``, the last line a user reads."""
+        try:
+            return cls(crawler)
+        except ValueError as exc:
+            logger.error("Refusing to start the crawl: %(error)s", {"error": exc},
+                         extra={"spider": getattr(crawler, "spider", None)})  # fmt: skip
+            raise
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self, spider: Spider) -> None:
