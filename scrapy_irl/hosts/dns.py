@@ -49,6 +49,7 @@ class HostResolver:
         clock: Callable[[], float] = time.time,
         reactor: Any = None,
         on_event: Callable[[str], None] | None = None,
+        revalidate_before: float | None = None,
     ) -> None:
         if ttl <= 0 or negative_ttl <= 0 or timeout <= 0:
             raise ValueError("DNS TTLs and timeout must be positive")
@@ -72,6 +73,9 @@ class HostResolver:
         self._lru: OrderedDict[str, DnsRecord] = OrderedDict()
         self._waiting: dict[str, list[Deferred[DnsRecord]]] = {}
         self._event = on_event or (lambda name: None)
+        #: Addresses resolved before this time (an earlier process's, read from the store)
+        #: are looked up again at their first use; see :meth:`resolve`.
+        self.revalidate_before = revalidate_before
 
     @property
     def in_flight(self) -> int:
@@ -110,10 +114,16 @@ class HostResolver:
             now = self.clock()
             return defer.succeed(DnsRecord((host,), now, now + self.ttl))
         record = self.cached(host)
-        if record is not None and record.is_fresh(self.clock() + fresh_for):
+        if record is not None and self._from_earlier_run(record):
+            # The downloader connects where Scrapy's resolver says, and that resolver
+            # asks anew in each process (its cache lives in RAM): an address kept from an
+            # earlier run may not be the one connected to, and per-IP politeness would
+            # time the wrong server. Asked again once; the answer serves this run.
+            self._event("revalidated")
+        elif record is not None and record.is_fresh(self.clock() + fresh_for):
             self._event("cache_hit")
             return defer.succeed(record)
-        if record is not None:
+        elif record is not None:
             self._event("expired")
         waiter: Deferred[DnsRecord] = Deferred()
         waiters = self._waiting.get(host)
@@ -124,6 +134,12 @@ class HostResolver:
         self._waiting[host] = [waiter]
         self._semaphore.run(self._lookup, host).addBoth(self._finished, host)
         return waiter
+
+    def _from_earlier_run(self, record: DnsRecord) -> bool:
+        """An address resolved before ``revalidate_before``. Failed lookups are kept as
+        they are: a restart must neither forget a dead name nor restart its retries."""
+        cutoff = self.revalidate_before
+        return cutoff is not None and record.ok and record.resolved_at < cutoff
 
     def _lookup(self, host: str) -> Deferred[DnsRecord]:
         self._event("lookups")

@@ -3,8 +3,10 @@
 With Scrapy's own scheduler this gives three things the stock resolver does not: failed
 lookups are remembered (``IRL_DNS_RETRY_DELAY``, doubling, while ``IRL_DNS_RETRIES`` last;
 then ``IRL_DNS_NEGATIVE_TTL``), so requests to a dead name fail at once with the usual
-DNS error instead of each waiting for a lookup; answers persist in
-the host store across runs; and the number of lookups in flight is bounded. Requests to
+DNS error instead of each waiting for a lookup; failures persist in the host store across
+runs (addresses too, but one kept from an earlier run is looked up again at first use:
+the downloader's resolver asks anew in each process); and the number of lookups in flight
+is bounded. Requests to
 an unresolvable host fail with Scrapy's DNS error, so spider errbacks see what they
 would see without this middleware.
 
@@ -22,6 +24,7 @@ resolved: the proxy resolves its name, which this machine may not know at all.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -52,6 +55,9 @@ if TYPE_CHECKING:
     from scrapy_irl.hosts.records import DnsRecord
 
 STAT_PREFIX = "irl_dns"
+#: When this process began using DNS records: addresses stored before it came from an
+#: earlier run, and are looked up again at first use (``HostResolver.revalidate_before``).
+PROCESS_STARTED = time.time()
 
 
 def dns_options(settings: Any) -> dict[str, Any]:
@@ -89,6 +95,7 @@ def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
         **dns_options(settings),
         reactor=reactor,
         on_event=lambda name: stats.inc_value(f"{STAT_PREFIX}/{name}"),
+        revalidate_before=PROCESS_STARTED,
     )
 
 

@@ -201,3 +201,31 @@ def test_retry_waits_are_capped_by_the_negative_ttl_and_zero_retries_give_up_at_
 def test_bad_retry_settings_are_refused(store, kwargs):
     with pytest.raises(ValueError, match="IRL_DNS_RETR"):
         HostResolver(store, _always_failing([]), **kwargs)
+
+
+def test_an_address_from_an_earlier_run_is_looked_up_once_again(store):
+    """Scrapy's resolver, which the downloader connects through, asks anew in each
+    process; a stored address older than this process is checked before it is used."""
+    from scrapy_irl.hosts.records import DnsRecord
+
+    clock, lookups = FakeClock(), Lookups()
+    clock.now = 1000.0
+    store.put_dns("moved.test", DnsRecord(("127.0.0.2",), 900.0, 5000.0))
+    store.put_dns("dead.test", DnsRecord((), 950.0, 1300.0, "DNSLookupError", 3))
+    events: list[str] = []
+    resolver = HostResolver(store, lookups, ttl=60, clock=clock, on_event=events.append,
+                            revalidate_before=999.0)  # fmt: skip
+    pending = resolver.resolve("moved.test")
+    assert lookups.calls == ["moved.test"] and "revalidated" in events
+    lookups.pending["moved.test"].callback("127.0.0.3")
+    assert result_of(pending).ip == "127.0.0.3"
+    assert result_of(resolver.resolve("moved.test")).ip == "127.0.0.3"  # this run's answer
+    assert lookups.calls == ["moved.test"]
+    # A dead name stays dead until its negative record expires, as before a restart.
+    assert not result_of(resolver.resolve("dead.test")).ok
+    assert lookups.calls == ["moved.test"]
+    # Without a cut-off (the default), stored addresses are used while fresh.
+    again = HostResolver(store, lookups, ttl=60, clock=clock)
+    store.put_dns("kept.test", DnsRecord(("127.0.0.4",), 900.0, 5000.0))
+    assert result_of(again.resolve("kept.test")).ip == "127.0.0.4"
+    assert lookups.calls == ["moved.test"]

@@ -71,6 +71,17 @@ def _two_servers() -> tuple[_Server, _Server]:
     raise AssertionError("no port free on both loopback addresses")
 
 
+def _settings(tmp_path: Path, **changes: object) -> dict[str, object]:
+    """The crawl's settings: the moving resolver, tau_s = TAU_S, no retries."""
+    return {
+        "ADDONS": {"scrapy_irl.Addon": 0},
+        "TWISTED_DNS_RESOLVER": "tests.scheduler.moving_resolver.MovingResolver",
+        "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+        "IRL_IP_DELAY": TAU_S, "IRL_IP_DELAY_MIN": TAU_S,
+        "RETRY_ENABLED": False, "CLOSESPIDER_TIMEOUT": 50, **changes,
+    }  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dnscache", [True, False], ids=["dnscache", "no-dnscache"])
 def test_a_host_that_moves_mid_crawl_is_polite_to_its_new_server(
@@ -82,17 +93,8 @@ def test_a_host_that_moves_mid_crawl_is_polite_to_its_new_server(
     they came within tau_s of fixed.test's at the new server (``no-dnscache``)."""
     old, new = _two_servers()
     port = old.server_address[1]
-    settings = {
-        "ADDONS": {"scrapy_irl.Addon": 0},
-        "TWISTED_DNS_RESOLVER": "tests.scheduler.moving_resolver.MovingResolver",
-        "DNSCACHE_ENABLED": dnscache,
-        "TEST_DNS_MOVE_AFTER": 5.0,
-        "IRL_DNS_TTL": TTL,
-        "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
-        "IRL_HOST_DELAY": 0.5, "IRL_HOST_DELAY_MIN": 0.5,
-        "IRL_IP_DELAY": TAU_S, "IRL_IP_DELAY_MIN": TAU_S,
-        "RETRY_ENABLED": False, "CLOSESPIDER_TIMEOUT": 50,
-    }  # fmt: skip
+    settings = _settings(tmp_path, DNSCACHE_ENABLED=dnscache, TEST_DNS_MOVE_AFTER=5.0,
+                         IRL_DNS_TTL=TTL, IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5)  # fmt: skip
     start = [f"http://{name}:{port}/page/0" for name in SIZE]
     with serving(old), serving(new):
         stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=58)
@@ -120,3 +122,34 @@ def test_a_host_that_moves_mid_crawl_is_polite_to_its_new_server(
                                for n in range(size)}), fetched  # fmt: skip
     assert stats.get("irl_sched/dns_moved_hosts", 0) >= 1, stats
     assert "scrapy_irl/scheduler" not in stderr, stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_an_address_kept_from_an_earlier_run_is_looked_up_again(tmp_path: Path) -> None:
+    """The host store kept moved.test -> 127.0.0.2 from a run an hour ago, within
+    IRL_DNS_TTL; the name now resolves to 127.0.0.3, where fixed.test lives. The
+    downloader connects where Scrapy's resolver says now (its cache lives in RAM, one per
+    process), so the heaps must time the host on that address too. They used the stored
+    one: the new server saw requests of both hosts closer than tau_s."""
+    from scrapy_irl.hosts.records import DnsRecord
+    from scrapy_irl.hosts.store import HostStore
+
+    old, new = _two_servers()
+    port = old.server_address[1]
+    store = HostStore(tmp_path / "hosts")
+    earlier = time.time() - 3600
+    store.put_dns("moved.test", DnsRecord((OLD,), earlier, earlier + 86_400))
+    store.release()
+    # TEST_DNS_MOVE_AFTER=0: moved already, 127.0.0.3 from the start.
+    settings = _settings(tmp_path, TEST_DNS_MOVE_AFTER=0.0, IRL_DNS_TTL=86_400,
+                         IRL_HOST_DELAY=0.3, IRL_HOST_DELAY_MIN=0.3)  # fmt: skip
+    start = [f"http://{name}:{port}/page/0" for name in SIZE]
+    with serving(old), serving(new):
+        stats, _ = crawl_in_subprocess({"start": start, "settings": settings}, timeout=58)
+    assert stats["finish_reason"] == "finished", stats
+    assert not old.log, old.log  # the stored address was never connected to
+    starts = sorted(new.log)
+    close = [(a, b) for a, b in pairwise(starts) if b[0] - a[0] < TAU_S - TOLERANCE]
+    assert not close, close
+    assert len(starts) == sum(SIZE.values()), starts
+    assert stats["irl_dns/revalidated"] >= 1, stats
