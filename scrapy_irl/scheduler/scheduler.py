@@ -236,7 +236,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         # host's turn: what Held.robots_refetched says of a record.
         self._robots_renewed: weakref.WeakSet[Request] = weakref.WeakSet()
         self._direct: deque[Request] = deque()  # requests without a host (data:, file:)
-        # Requests that cannot be serialized, waiting in RAM for URLseen's verdict.
+        # Requests waiting in RAM for URLseen's verdict, with their host: those that
+        # cannot be serialized, and those without a host (None; see Intake._enqueue).
         self._ram_checks: dict[int, tuple[Request, str | None]] = {}
         self._ram_check_ids = 0
         self._robots_hosts: dict[
@@ -716,17 +717,17 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             if got is None:
                 break
             record, token = got
+            held = Held(record, token)
             parts = url_parts(record_url(record))
             host = host_key(parts.hostname)
             if without_host(parts.scheme, host):
                 # Saved at a graceful stop: back to the direct queue, off the disk.
-                held = Held(record, token)
                 request = self._decode_or_drop(held)
                 if request is not None:
                     self._direct.append(request)
                     self._release(held)
                 continue
-            self._route(Held(record, token), host)
+            self._route(held, host)
         self._note_ram_peak()
 
     def _note_ram_peak(self) -> None:
