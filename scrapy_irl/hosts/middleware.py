@@ -36,6 +36,7 @@ from twisted.internet import task
 from scrapy_irl import config
 from scrapy_irl.hosts.dns import HostResolver
 from scrapy_irl.hosts.paths import open_host_store
+from scrapy_irl.hosts.pinning import lookup_address, pin_address
 from scrapy_irl.hosts.proxy import ProxyRoutes
 from scrapy_irl.hosts.store import HostStore
 
@@ -87,7 +88,7 @@ def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
         address again, and the downloader would keep connecting there. Dropping the entry
         makes Scrapy's resolver ask again too on its next connection."""
         dnscache.pop(host, None)
-        return reactor.resolve(host)  # type: ignore[attr-defined,no-any-return]
+        return lookup_address(reactor, host)
 
     return HostResolver(
         store,
@@ -108,6 +109,10 @@ class HostDnsMiddleware:
 
             reactor = installed  # type: ignore[assignment]
         self._reactor: IReactorTime = reactor  # type: ignore[assignment]
+        from twisted.internet import reactor as installed_reactor
+
+        #: Whose resolver the downloader connects through (see ``pin_address``).
+        self._installed_reactor: Any = installed_reactor
         self.crawler = crawler
         self.store = open_host_store(crawler.settings)
         try:
@@ -147,6 +152,11 @@ class HostDnsMiddleware:
             raise _DnsError(
                 f"{parts.hostname}: DNS lookup failed ({record.error}, cached)"
             )
+        # An IP literal is not looked up by the downloader either.
+        if record.ips != (parts.hostname,) and not pin_address(
+            self._installed_reactor, parts.hostname, record.ip  # type: ignore[arg-type]
+        ):
+            self.crawler.stats.inc_value(f"{STAT_PREFIX}/unpinned_requests")
         return None
 
     async def _resolve(self, host: str) -> DnsRecord:

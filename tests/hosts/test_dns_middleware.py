@@ -157,6 +157,9 @@ def test_a_lookup_asks_past_scrapys_dns_cache_so_a_renewal_sees_a_new_address(
         return succeed(dnscache.get(host, "127.0.0.9"))
 
     monkeypatch.setattr(reactor, "resolve", fake_resolve, raising=False)
+    # A simple resolver installed (Scrapy's default), which the lookup asks through
+    # reactor.resolve.
+    monkeypatch.setattr(reactor, "resolver", object(), raising=False)
     dnscache["renew.test"] = "127.0.0.8"  # Scrapy's entry from the first connection
     store = HostStore(tmp_path / "hosts")
     try:
@@ -166,3 +169,30 @@ def test_a_lookup_asks_past_scrapys_dns_cache_so_a_renewal_sees_a_new_address(
         dnscache.pop("renew.test", None)
         store.close()
     assert asked == ["renew.test"] and record.ip == "127.0.0.9"
+
+
+def test_each_request_pins_its_address_in_scrapys_dns_cache(make) -> None:
+    """The downloader must connect where the heaps time the host: the middleware writes the
+    record's address into Scrapy's cache before each download (IP literals excepted),
+    and counts requests it could not pin (a resolver that does not read that cache)."""
+    from types import SimpleNamespace
+
+    from scrapy.resolver import CachingThreadedResolver, dnscache
+
+    lookups = ScriptedLookups(pin_test=["127.0.0.5"])
+    mw, _ = make(lookups)
+    saved, limit = dict(dnscache), dnscache.limit
+    try:
+        mw._installed_reactor = SimpleNamespace(resolver=CachingThreadedResolver(Clock(), 5, 5.0))
+        dnscache["pin.test"] = "127.0.0.99"  # an answer the downloader got on its own
+        assert result_of(run(mw.process_request(Request("http://pin.test/a")))) is None
+        assert dnscache["pin.test"] == "127.0.0.5"
+        assert result_of(run(mw.process_request(Request("http://127.0.0.6/")))) is None
+        assert "127.0.0.6" not in dnscache and stat(mw, "unpinned_requests") == 0
+        mw._installed_reactor = SimpleNamespace(resolver=object())
+        assert result_of(run(mw.process_request(Request("http://pin.test/b")))) is None
+        assert stat(mw, "unpinned_requests") == 1
+    finally:
+        dnscache.clear()
+        dnscache.limit = limit
+        dnscache.update(saved)

@@ -32,7 +32,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.log.append((time.monotonic(), host, self.path))
         parts = self.path.strip("/").split("/")
-        size = SIZE.get(host, 0)
+        size = self.server.sizes.get(host, 0)
         if len(parts) != 2 or parts[0] != "page" or not parts[1].isdigit() or int(parts[1]) >= size:
             self.send_error(404)
             return
@@ -52,18 +52,20 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address: str, port: int) -> None:
+    def __init__(self, address: str, port: int, sizes: dict[str, int] = SIZE) -> None:
         super().__init__((address, port), _Handler)
+        self.sizes = sizes
         self.lock = threading.Lock()
         self.log: list[tuple[float, str, str]] = []
 
 
-def _two_servers() -> tuple[_Server, _Server]:
-    """Servers on 127.0.0.2 and 127.0.0.3 sharing one port (URLs carry it)."""
+def _two_servers(sizes: dict[str, int] = SIZE) -> tuple[_Server, _Server]:
+    """Servers on 127.0.0.2 and 127.0.0.3 sharing one port (URLs carry it), serving the
+    sites of ``sizes`` (host: pages)."""
     for _ in range(20):  # bounded: a port free on one address is nearly always free on both
-        old = _Server(OLD, 0)
+        old = _Server(OLD, 0, sizes)
         try:
-            return old, _Server(NEW, old.server_address[1])
+            return old, _Server(NEW, old.server_address[1], sizes)
         except OSError as exc:
             old.server_close()
             if exc.errno != errno.EADDRINUSE:
@@ -153,3 +155,34 @@ def test_an_address_kept_from_an_earlier_run_is_looked_up_again(tmp_path: Path) 
     assert not close, close
     assert len(starts) == sum(SIZE.values()), starts
     assert stats["irl_dns/revalidated"] >= 1, stats
+
+
+@pytest.mark.slow
+def test_a_round_robin_name_is_fetched_from_the_address_it_is_timed_on(tmp_path: Path) -> None:
+    """rr.test answers 127.0.0.2 and 127.0.0.3 in turn, one per lookup; fixed.test lives on
+    127.0.0.3. Scrapy's DNS cache holds one name here (``DNSCACHE_SIZE``, 10 000 by
+    default, is outgrown by any crawl of more hosts), so each of fixed.test's lookups drops
+    rr.test from it. Before the DNS middleware pinned each request's address in that cache,
+    the downloader asked the name again at rr.test's next connection and half its requests
+    went to the server its heaps were not timing: both servers saw rr.test, and the one it
+    was not booked on saw it within tau_s of fixed.test."""
+    sizes = {"rr.test": 14, "fixed.test": 10}
+    old, new = _two_servers(sizes)
+    port = old.server_address[1]
+    settings = _settings(tmp_path, DNSCACHE_SIZE=1, IRL_HOST_DELAY=0.3, IRL_HOST_DELAY_MIN=0.3)
+    start = [f"http://{name}:{port}/page/0" for name in sizes]
+    with serving(old), serving(new):
+        stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=58)
+    assert stats["finish_reason"] == "finished", stats
+    servers_of_rr = {name for name, server in (("old", old), ("new", new))
+                     if any(host == "rr.test" for _, host, _ in server.log)}  # fmt: skip
+    assert len(servers_of_rr) == 1, (old.log, new.log)
+    for server in (old, new):
+        starts = sorted(server.log)
+        close = [(a, b) for a, b in pairwise(starts) if b[0] - a[0] < TAU_S - TOLERANCE]
+        assert not close, close
+    fetched = Counter((host, path) for _, host, path in old.log + new.log)
+    assert fetched == Counter({(host, f"/page/{n}"): 1 for host, size in sizes.items()
+                               for n in range(size)}), fetched  # fmt: skip
+    assert "irl_dns/unpinned_requests" not in stats, stats
+    assert "scrapy_irl/scheduler" not in stderr, stderr[-3000:]
