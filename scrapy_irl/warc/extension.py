@@ -1,14 +1,17 @@
-"""``WarcExtension``: every response Scrapy receives, kept in rotating WARC 1.1 files.
+"""``WarcExtension``: every response Scrapy downloads, kept in rotating WARC 1.1 files.
 
 The WebBase page repository (``shared/seeds/000_*.txt`` section 3) for Scrapy, on any
 project: ``EXTENSIONS = {"scrapy_irl.warc.extension.WarcExtension": 0}`` and
-``IRL_WARC_ENABLED = True``. Each response (any status, any content type, robots.txt
-included) becomes a ``response`` record and its request a ``request`` record pointing to
-it with ``WARC-Concurrent-To``; responses read from HttpCacheMiddleware's cache are not
-captures and are skipped, bodies cut short are marked ``WARC-Truncated``. Scrapy hands
-over bodies already de-chunked and (through HttpCompressionMiddleware) decompressed, so
-the stored HTTP headers are adjusted to describe the stored body; see ``docs/warc.rst``.
-Writing never breaks the crawl: errors are logged once per kind and counted.
+``IRL_WARC_ENABLED = True``. Each response the download handler returns (any status, any
+content type, robots.txt included) becomes a ``response`` record and its request a
+``request`` record pointing to it with ``WARC-Concurrent-To``. Records are written on
+Scrapy's ``response_downloaded`` signal, before the downloader middlewares see the
+response: redirects that ``RedirectMiddleware`` or ``MetaRefreshMiddleware`` follow, and
+responses a middleware drops, are archived too, and bodies are kept as sent (still
+``Content-Encoding``-encoded; only the chunked framing is gone, see ``docs/warc.rst``).
+Responses served from HttpCacheMiddleware's cache are not downloaded, so not archived;
+bodies cut short are marked ``WARC-Truncated``. Writing never breaks the crawl: errors are
+logged once per kind and counted.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ DEFAULT_PREFIX = defaults.IRL_WARC_PREFIX
 DEFAULT_MAX_BYTES = defaults.IRL_WARC_MAX_BYTES
 DEFAULT_GZIP = defaults.IRL_WARC_GZIP
 
-#: Response headers describing the wire encoding of a body Scrapy has already decoded.
+#: Response headers describing the transfer framing (chunked) Twisted has already removed.
 _DROPPED_RESPONSE_HEADERS = frozenset({b"transfer-encoding"})
 #: Request headers not meant for the target server (credentials for a proxy).
 _DROPPED_REQUEST_HEADERS = frozenset({b"proxy-authorization"})
@@ -134,7 +137,7 @@ class WarcExtension:
         self._update_stats()
         self.stats.set_value(f"{STAT_PREFIX}/write_errors", 0)
         crawler.signals.connect(
-            self.response_received, signal=signals.response_received
+            self.response_downloaded, signal=signals.response_downloaded
         )
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -160,14 +163,18 @@ class WarcExtension:
             raise ValueError(f"invalid IRL_WARC_* setting: {exc}") from exc
 
     # -- signals ---------------------------------------------------------------------------
-    def response_received(
+    def response_downloaded(
         self, response: Response, request: Request, spider: Spider | None = None
     ) -> None:
+        """Archive ``response`` as the download handler returned it. Scrapy sends
+        ``response_downloaded`` before any downloader middleware's ``process_response``:
+        a redirect followed inside the downloader never reaches ``response_received``, and
+        ``HttpCompressionMiddleware`` has not decoded the body yet."""
         if self._closed:
             return
         if _CACHED_FLAG in response.flags:
-            # Not a capture: it was archived when downloaded (if the extension was on then),
-            # and a record now would claim a fetch at this date that never happened.
+            # Not a capture (a handler serving a cache): a record would claim a fetch at
+            # this date that never happened.
             self.stats.inc_value(f"{STAT_PREFIX}/cached_skipped")
             return
         try:
@@ -179,6 +186,10 @@ class WarcExtension:
         if _DATALOSS_FLAG in response.flags:
             self.stats.inc_value(f"{STAT_PREFIX}/truncated")
         self._update_stats()
+
+    #: The same method under its name before 2026-11-26 (when records were written on
+    #: ``response_received``), for code that hands responses to it directly.
+    response_received = response_downloaded
 
     def spider_closed(self, spider: Spider | None = None) -> None:
         if self._closed:

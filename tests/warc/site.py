@@ -4,7 +4,8 @@
 ``/chunked`` a chunked body, ``/truncated`` announces 1000 bytes and closes the connection
 after ``TRUNCATED``, ``/nocontent`` is a 204 without ``Content-Length``, ``POST /form``
 echoes its body, ``/raw-headers`` sends header values that are not ASCII (``RAW_HEADERS``)
-and echoes the raw bytes of the request's ``X-Name`` header. Served on 127.0.0.1 only.
+and echoes the raw bytes of the request's ``X-Name`` header, ``/moved`` is a 301 to ``/``
+and ``/refresh`` a page whose meta refresh leads to ``/img.png``. Served on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ PNG = bytes.fromhex(
 )
 HTML = b'<html><body><a href="/img.png">img</a> <a href="/missing">x</a></body></html>'
 TEXT = b"plain text, sent gzip-encoded " * 20
+REFRESH = b'<html><head><meta http-equiv="refresh" content="0; url=/img.png"></head></html>'
 CHUNKS = [b"first chunk;", b"second chunk;", b"third"]
 TRUNCATED = b"the first bytes of a longer body"
 #: Header lines sent raw by ``/raw-headers``: UTF-8 in a quoted filename, then bytes that
@@ -74,6 +76,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
+        elif self.path == "/moved":
+            self._send(301, "text/html", b"<a href='/'>moved</a>", ("Location", "/"))
+        elif self.path == "/refresh":
+            self._send(200, "text/html", REFRESH)
         elif self.path == "/nocontent":
             self.send_response(204)
             self.end_headers()

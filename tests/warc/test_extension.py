@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import logging
@@ -21,7 +22,7 @@ from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_irl.warc.extension import WarcExtension, warc_dir
-from tests.warc.site import CHUNKS, HTML, PNG, RAW_HEADERS, TEXT, TRUNCATED, warc_site
+from tests.warc.site import CHUNKS, HTML, PNG, RAW_HEADERS, REFRESH, TEXT, TRUNCATED, warc_site
 from tests.warc.test_writer import listing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -310,8 +311,10 @@ def test_real_crawl_archives_every_response(tmp_path: Path):
     assert png_body == PNG and png_http.get_header("Content-Type") == "image/png"
     assert responses[base + "/missing"][1].statusline == "404 Not Found"
     assert responses[base + "/missing"][2] == b"not here"
+    # Kept as sent: gzip-encoded, with the Content-Encoding that says so (until 2026-11-26
+    # the records were written after HttpCompressionMiddleware had decoded the body).
     gz_http, gz_body = responses[base + "/gzip"][1:]
-    assert gz_body == TEXT and gz_http.get_header("Content-Encoding") is None
+    assert gz_http.get_header("Content-Encoding") == "gzip" and gzip.decompress(gz_body) == TEXT
     assert responses[base + "/chunked"][2] == b"".join(CHUNKS)
     assert responses[base + "/form"][2] == b"got a=1&b=2"
     form_request = requests[base + "/form"]
@@ -323,6 +326,29 @@ def test_real_crawl_archives_every_response(tmp_path: Path):
     assert stats["irl_warc/bytes"] == sum(p.stat().st_size for p in listing(directory))
     # the refused connection has no response: nothing archived (the 404 reaches the errback too)
     assert stats["downloader/exception_count"] == 1 and stats["test/failed"] == 2
+
+
+@pytest.mark.slow
+def test_real_crawl_archives_the_redirects_it_follows(tmp_path: Path):
+    """A 301 that RedirectMiddleware follows and a page whose meta refresh
+    MetaRefreshMiddleware follows never reach the engine. Archived on response_received,
+    neither was in the WARC files, only the pages they led to."""
+    with warc_site() as site:
+        base = site.base_url
+        stats, _ = crawl({"get": [base + "/moved", base + "/refresh"],
+                          "settings": {"EXTENSIONS": {EXTENSION: 0}, "IRL_WARC_ENABLED": True}},
+                         cwd=tmp_path)  # fmt: skip
+    assert stats["finish_reason"] == "finished" and stats["test/parsed"] == 2, stats
+    records = records_in(tmp_path / "warc")
+    responses = {uri: (http, body) for kind, uri, _, http, body in records if kind == "response"}
+    requests = {uri for kind, uri, *_ in records if kind == "request"}
+    assert set(responses) == requests == {base + p for p in ("/moved", "/", "/refresh", "/img.png")}
+    moved_http, _ = responses[base + "/moved"]
+    assert moved_http.statusline == "301 Moved Permanently"
+    assert moved_http.get_header("Location") == "/"
+    assert responses[base + "/refresh"][1] == REFRESH
+    assert responses[base + "/"][1] == HTML and responses[base + "/img.png"][1] == PNG
+    assert stats["irl_warc/records"] == 8 and stats["irl_warc/write_errors"] == 0
 
 
 @pytest.mark.slow
@@ -392,7 +418,8 @@ def test_real_crawl_does_not_archive_responses_from_the_http_cache(tmp_path: Pat
         first, _ = crawl({"get": urls, "settings": settings}, cwd=tmp_path)
         second, _ = crawl({"get": urls, "settings": settings}, cwd=tmp_path)
     assert first["irl_warc/records"] == 6 and "irl_warc/cached_skipped" not in first
-    assert second["httpcache/hit"] == 3 and second["irl_warc/cached_skipped"] == 3
+    # A page read from the cache is not downloaded: response_downloaded is not sent for it.
+    assert second["httpcache/hit"] == 3 and "irl_warc/cached_skipped" not in second
     assert second["irl_warc/records"] == 0 and second["irl_warc/files"] == 0
     responses = [uri for kind, uri, *_ in records_in(tmp_path / "warc") if kind == "response"]
     assert sorted(responses) == sorted(urls)
