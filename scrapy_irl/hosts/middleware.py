@@ -24,6 +24,7 @@ resolved: the proxy resolves its name, which this machine may not know at all.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
     from twisted.internet.interfaces import IReactorTime
 
     from scrapy_irl.hosts.records import DnsRecord
+
+logger = logging.getLogger(__name__)
 
 STAT_PREFIX = "irl_dns"
 #: When this process began using DNS records: addresses stored before it came from an
@@ -121,6 +124,7 @@ class HostDnsMiddleware:
             self.store.release()
             raise
         self._closed = False
+        self._told_unpinned = False
         self.proxies = ProxyRoutes.from_settings(crawler.settings)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
@@ -156,8 +160,23 @@ class HostDnsMiddleware:
         if record.ips != (parts.hostname,) and not pin_address(
             self._installed_reactor, parts.hostname, record.ip  # type: ignore[arg-type]
         ):
-            self.crawler.stats.inc_value(f"{STAT_PREFIX}/unpinned_requests")
+            self._unpinned()
         return None
+
+    def _unpinned(self) -> None:
+        """Count a request whose address could not be pinned; say why once per crawl."""
+        self.crawler.stats.inc_value(f"{STAT_PREFIX}/unpinned_requests")
+        if self._told_unpinned:
+            return
+        self._told_unpinned = True
+        logger.info(
+            "The downloader resolves host names itself here (DNSCACHE_ENABLED is off, or "
+            "the installed resolver %(r)s does not read Scrapy's DNS cache): a name with "
+            "several addresses may be fetched from another one than the per-IP delay "
+            "times. Counted in irl_dns/unpinned_requests.",
+            {"r": type(getattr(self._installed_reactor, "resolver", None)).__name__},
+            extra={"spider": self.crawler.spider},
+        )
 
     async def _resolve(self, host: str) -> DnsRecord:
         """The host's record, waiting out pending retries of a failed lookup (bounded)."""

@@ -171,7 +171,7 @@ def test_a_lookup_asks_past_scrapys_dns_cache_so_a_renewal_sees_a_new_address(
     assert asked == ["renew.test"] and record.ip == "127.0.0.9"
 
 
-def test_each_request_pins_its_address_in_scrapys_dns_cache(make) -> None:
+def test_each_request_pins_its_address_in_scrapys_dns_cache(make, caplog) -> None:
     """The downloader must connect where the heaps time the host: the middleware writes the
     record's address into Scrapy's cache before each download (IP literals excepted),
     and counts requests it could not pin (a resolver that does not read that cache)."""
@@ -190,8 +190,12 @@ def test_each_request_pins_its_address_in_scrapys_dns_cache(make) -> None:
         assert result_of(run(mw.process_request(Request("http://127.0.0.6/")))) is None
         assert "127.0.0.6" not in dnscache and stat(mw, "unpinned_requests") == 0
         mw._installed_reactor = SimpleNamespace(resolver=object())
-        assert result_of(run(mw.process_request(Request("http://pin.test/b")))) is None
-        assert stat(mw, "unpinned_requests") == 1
+        with caplog.at_level("INFO", logger="scrapy_irl.hosts.middleware"):
+            for path in ("/b", "/c"):
+                assert result_of(run(mw.process_request(Request(f"http://pin.test{path}")))) is None
+        assert stat(mw, "unpinned_requests") == 2
+        said = [r.getMessage() for r in caplog.records if "resolves host names itself" in r.getMessage()]
+        assert len(said) == 1 and "resolver object does not read" in said[0], said
     finally:
         dnscache.clear()
         dnscache.limit = limit
