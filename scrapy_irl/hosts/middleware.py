@@ -169,12 +169,13 @@ class HostDnsMiddleware:
         if self._told_unpinned:
             return
         self._told_unpinned = True
+        resolver = type(getattr(self._installed_reactor, "resolver", None)).__name__
         logger.info(
-            "The downloader resolves host names itself here (DNSCACHE_ENABLED is off, or "
-            "the installed resolver %(r)s does not read Scrapy's DNS cache): a name with "
-            "several addresses may be fetched from another one than the per-IP delay "
-            "times. Counted in irl_dns/unpinned_requests.",
-            {"r": type(getattr(self._installed_reactor, "resolver", None)).__name__},
+            "The downloader resolves host names itself here (%(why)s): a name with several "
+            "addresses may be fetched from another one than the per-IP delay times. "
+            "Counted in irl_dns/unpinned_requests.",
+            {"why": "DNSCACHE_ENABLED is off" if not dnscache.limit else
+                    f"the installed resolver {resolver} does not read Scrapy's DNS cache"},
             extra={"spider": self.crawler.spider},
         )
 
