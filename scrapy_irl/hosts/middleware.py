@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -78,8 +79,25 @@ def dns_options(settings: Any) -> dict[str, Any]:
     }
 
 
+#: One resolver per crawler and store: the IRL scheduler and this middleware share it.
+_shared: weakref.WeakKeyDictionary[Any, HostResolver] = weakref.WeakKeyDictionary()
+
+
 def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
-    """A HostResolver on the reactor's installed resolver, configured by ``IRL_DNS_*``."""
+    """The crawler's HostResolver on the reactor's installed resolver, configured by
+    ``IRL_DNS_*``: the same object for every caller with the same store. The IRL scheduler
+    times a host on the address its record holds and this middleware pins that address
+    for the download; with a resolver each, the middleware's copy of a record expired on
+    its own, was looked up again, and a round-robin name could answer another address
+    than the one the scheduler had just renewed (tau_s broke at the server it reached)."""
+    resolver = _shared.get(crawler)
+    if resolver is None or resolver.store is not store:
+        resolver = _new_resolver(crawler, store)
+        _shared[crawler] = resolver
+    return resolver
+
+
+def _new_resolver(crawler: Crawler, store: HostStore) -> HostResolver:
     from twisted.internet import reactor
 
     settings = crawler.settings

@@ -200,3 +200,22 @@ def test_each_request_pins_its_address_in_scrapys_dns_cache(make, caplog) -> Non
         dnscache.clear()
         dnscache.limit = limit
         dnscache.update(saved)
+
+
+def test_the_scheduler_and_the_middleware_share_one_resolver_per_crawler(tmp_path) -> None:
+    """With a resolver each, the middleware's copy of a record expired on its own and was
+    looked up again: a round-robin name could then be pinned on another address than the
+    one the scheduler had just renewed (``test_dns_move_crawl.py`` judges it in a crawl)."""
+    from scrapy_irl.hosts.middleware import resolver_from_crawler
+    from scrapy_irl.hosts.store import HostStore
+
+    crawler, other = fake_crawler(FakeWeb(), tmp_path), fake_crawler(FakeWeb(), tmp_path)
+    first, second = HostStore(tmp_path / "a"), HostStore(tmp_path / "b")
+    try:
+        resolver = resolver_from_crawler(crawler, first)
+        assert resolver_from_crawler(crawler, first) is resolver
+        assert resolver_from_crawler(other, first) is not resolver  # another crawl
+        assert resolver_from_crawler(crawler, second).store is second  # another store
+    finally:
+        first.close()
+        second.close()

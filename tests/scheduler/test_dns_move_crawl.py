@@ -157,26 +157,17 @@ def test_an_address_kept_from_an_earlier_run_is_looked_up_again(tmp_path: Path) 
     assert stats["irl_dns/revalidated"] >= 1, stats
 
 
-@pytest.mark.slow
-def test_a_round_robin_name_is_fetched_from_the_address_it_is_timed_on(tmp_path: Path) -> None:
-    """rr.test answers 127.0.0.2 and 127.0.0.3 in turn, one per lookup; fixed.test lives on
-    127.0.0.3. Scrapy's DNS cache holds one name here (``DNSCACHE_SIZE``, 10 000 by
-    default, is outgrown by any crawl of more hosts), so each of fixed.test's lookups drops
-    rr.test from it. Before the DNS middleware pinned each request's address in that cache,
-    the downloader asked the name again at rr.test's next connection and half its requests
-    went to the server its heaps were not timing: both servers saw rr.test, and the one it
-    was not booked on saw it within tau_s of fixed.test."""
-    sizes = {"rr.test": 14, "fixed.test": 10}
+def _round_robin_crawl(tmp_path: Path, sizes: dict[str, int], **changes: object):
+    """Crawl ``sizes``' sites (rr.test answering both servers in turn) and judge it by the
+    servers: no gap under tau_s at either, every page once. Returns (old, new, stats)."""
     old, new = _two_servers(sizes)
     port = old.server_address[1]
-    settings = _settings(tmp_path, DNSCACHE_SIZE=1, IRL_HOST_DELAY=0.3, IRL_HOST_DELAY_MIN=0.3)
+    settings = _settings(tmp_path, IRL_HOST_DELAY=0.3, IRL_HOST_DELAY_MIN=0.3, **changes)
     start = [f"http://{name}:{port}/page/0" for name in sizes]
     with serving(old), serving(new):
         stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=58)
     assert stats["finish_reason"] == "finished", stats
-    servers_of_rr = {name for name, server in (("old", old), ("new", new))
-                     if any(host == "rr.test" for _, host, _ in server.log)}  # fmt: skip
-    assert len(servers_of_rr) == 1, (old.log, new.log)
+    assert "scrapy_irl/scheduler" not in stderr, stderr[-3000:]
     for server in (old, new):
         starts = sorted(server.log)
         close = [(a, b) for a, b in pairwise(starts) if b[0] - a[0] < TAU_S - TOLERANCE]
@@ -184,5 +175,35 @@ def test_a_round_robin_name_is_fetched_from_the_address_it_is_timed_on(tmp_path:
     fetched = Counter((host, path) for _, host, path in old.log + new.log)
     assert fetched == Counter({(host, f"/page/{n}"): 1 for host, size in sizes.items()
                                for n in range(size)}), fetched  # fmt: skip
+    return old, new, stats
+
+
+@pytest.mark.slow
+def test_a_round_robin_name_is_fetched_from_the_address_it_is_timed_on(tmp_path: Path) -> None:
+    """rr.test answers 127.0.0.2 and 127.0.0.3 in turn, one per lookup; fixed.test lives on
+    127.0.0.3. Scrapy's DNS cache holds one name here (``DNSCACHE_SIZE``, 10 000 by
+    default, is outgrown by any crawl of more hosts), so each of fixed.test's lookups drops
+    rr.test from it. Before the DNS middleware pinned each request's address in that cache,
+    the downloader asked the name again at rr.test's next connection and half its requests
+    went to the server its heaps were not timing: both servers saw rr.test."""
+    old, new, stats = _round_robin_crawl(tmp_path, {"rr.test": 14, "fixed.test": 10},
+                                         DNSCACHE_SIZE=1)
+    servers_of_rr = {name for name, server in (("old", old), ("new", new))
+                     if any(host == "rr.test" for _, host, _ in server.log)}  # fmt: skip
+    assert len(servers_of_rr) == 1, (old.log, new.log)
     assert "irl_dns/unpinned_requests" not in stats, stats
-    assert "scrapy_irl/scheduler" not in stderr, stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_round_robin_name_renewed_mid_crawl_stays_on_the_address_it_is_timed_on(
+    tmp_path: Path,
+) -> None:
+    """rr.test answers 127.0.0.2 and 127.0.0.3 in turn, and its record expires every
+    IRL_DNS_TTL: the scheduler renews it in the host's turn and moves the host's queue if
+    the answer changed. The DNS middleware had a resolver of its own, whose copy of the
+    record expired too: it looked the name up again, got the other address, and pinned
+    that one for the downloader while the heaps timed the host on the first. The
+    requests then reached a server the heaps were not timing, within tau_s of fixed.test's."""
+    _, _, stats = _round_robin_crawl(tmp_path, {"rr.test": 16, "fixed.test": 16},
+                                     IRL_DNS_TTL=1.5)
+    assert stats.get("irl_dns/expired", 0) >= 1, stats
