@@ -90,7 +90,10 @@ def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
     for the download; with a resolver each, the middleware's copy of a record expired on
     its own, was looked up again, and a round-robin name could answer another address
     than the one the scheduler had just renewed (tau_s broke at the server it reached)."""
-    resolver = _shared.get(crawler)
+    try:
+        resolver = _shared.get(crawler)
+    except TypeError:  # a stand-in crawler that cannot be weakly referenced or hashed
+        return _new_resolver(crawler, store)
     if resolver is None or resolver.store is not store:
         resolver = _new_resolver(crawler, store)
         _shared[crawler] = resolver

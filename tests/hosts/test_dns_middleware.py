@@ -216,6 +216,11 @@ def test_the_scheduler_and_the_middleware_share_one_resolver_per_crawler(tmp_pat
         assert resolver_from_crawler(crawler, first) is resolver
         assert resolver_from_crawler(other, first) is not resolver  # another crawl
         assert resolver_from_crawler(crawler, second).store is second  # another store
+        # A stand-in crawler that cannot be weakly referenced gets a resolver of its own.
+        from types import SimpleNamespace
+
+        stand_in = SimpleNamespace(settings=crawler.settings, stats=crawler.stats)
+        assert resolver_from_crawler(stand_in, first) is not resolver_from_crawler(stand_in, first)
     finally:
         first.close()
         second.close()
