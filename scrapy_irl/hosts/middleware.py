@@ -128,15 +128,12 @@ class HostDnsMiddleware:
     """Downloader middleware: resolve ahead through :class:`HostResolver`, fail dead names fast."""
 
     def __init__(self, crawler: Crawler, reactor: IReactorTime | None = None) -> None:
-        if reactor is None:
-            from twisted.internet import reactor as installed
+        from twisted.internet import reactor as installed
 
-            reactor = installed  # type: ignore[assignment]
-        self._reactor: IReactorTime = reactor  # type: ignore[assignment]
-        from twisted.internet import reactor as installed_reactor
-
+        #: Timers (retry waits); tests pass a fake clock.
+        self._reactor: IReactorTime = reactor or installed  # type: ignore[assignment]
         #: Whose resolver the downloader connects through (see ``pin_address``).
-        self._installed_reactor: Any = installed_reactor
+        self._installed_reactor: Any = installed
         self.crawler = crawler
         self.store = open_host_store(crawler.settings)
         try:

@@ -187,10 +187,6 @@ class WarcExtension:
             self.stats.inc_value(f"{STAT_PREFIX}/truncated")
         self._update_stats()
 
-    #: The same method under its name before 2026-11-26 (when records were written on
-    #: ``response_received``), for code that hands responses to it directly.
-    response_received = response_downloaded
-
     def spider_closed(self, spider: Spider | None = None) -> None:
         if self._closed:
             return

@@ -108,7 +108,7 @@ def test_records_of_a_response(tmp_path: Path):
                  "Content-Length": "5", "Set-Cookie": ["a=1", "b=2"]},
         ip_address=ip_address("127.0.0.1"), protocol="HTTP/1.1",
     )
-    ext.response_received(response, request, None)
+    ext.response_downloaded(response, request, None)
     ext.spider_closed(None)
     (_, _, _, _, info), resp, req = records_in(tmp_path)
     assert b"http-header-user-agent: " in info and b"robots: " in info
@@ -133,13 +133,13 @@ def test_records_of_a_response(tmp_path: Path):
 def test_head_keeps_content_length_and_odd_status_and_non_http_urls(tmp_path: Path):
     ext = make_extension(tmp_path)
     head = Request("https://a.example/", method="HEAD")
-    ext.response_received(Response("https://a.example/", status=599, request=head,
+    ext.response_downloaded(Response("https://a.example/", status=599, request=head,
                                    headers={"Content-Length": "1234"}), head, None)
     encoded = Request("http://a.example/br")  # HttpCompressionMiddleware off, or unknown coding
-    ext.response_received(Response("http://a.example/br", body=b"\x8b\x00", request=encoded,
+    ext.response_downloaded(Response("http://a.example/br", body=b"\x8b\x00", request=encoded,
                                    headers={"Content-Encoding": "br"}), encoded, None)
     data = Request("data:text/plain,hello")
-    ext.response_received(Response("data:text/plain,hello", body=b"hello", request=data,
+    ext.response_downloaded(Response("data:text/plain,hello", body=b"hello", request=data,
                                    headers={"Content-Type": "text/plain"}), data, None)
     ext.spider_closed(None)
     _, resp, req, br, _, resource = records_in(tmp_path)
@@ -160,7 +160,7 @@ def test_bodiless_statuses_keep_the_servers_content_length(tmp_path: Path):
     request = Request("http://a.example/")
     for status, headers in [(204, {"Content-Length": "0"}), (304, {"Content-Length": "1234"}),
                             (200, {})]:
-        ext.response_received(Response(f"http://a.example/{status}", status=status, request=request,
+        ext.response_downloaded(Response(f"http://a.example/{status}", status=status, request=request,
                                        headers=headers), request, None)
     ext.spider_closed(None)
     responses = {
@@ -181,7 +181,7 @@ def test_a_truncated_response_is_marked_and_a_cached_one_is_not_archived(tmp_pat
     # from HttpCacheMiddleware: no fetch happened now, so no capture to record
     cached = Response("http://a.example/cached", body=b"old", request=request, flags=["cached"])
     for response in (cut, closed, cached):
-        ext.response_received(response, request, None)
+        ext.response_downloaded(response, request, None)
     ext.spider_closed(None)
     records = {(kind, uri): (warc, http, body) for kind, uri, warc, http, body in records_in(tmp_path)
                if kind != "warcinfo"}  # fmt: skip
@@ -202,7 +202,7 @@ def test_header_bytes_that_are_not_ascii_are_stored_as_received(tmp_path: Path):
     request = Request("http://a.example/f", headers={"X-Name": "café", "X-Raw": b"\xff\x80"})
     response = Response("http://a.example/f", body=b"data", request=request,
                         headers=[(k, v) for k, v in RAW_HEADERS])
-    ext.response_received(response, request, None)
+    ext.response_downloaded(response, request, None)
     ext.spider_closed(None)
     blocks = blocks_in(tmp_path)
     assert blocks["response", "http://a.example/f"] == (
@@ -223,11 +223,11 @@ def test_write_errors_are_counted_logged_once_and_never_raise(tmp_path: Path, ca
     ext = make_extension(directory, IRL_WARC_MAX_BYTES=1)  # a new file for every response
     request = Request("http://a.example/")
     response = Response("http://a.example/", body=b"x", request=request)
-    ext.response_received(response, request, None)
+    ext.response_downloaded(response, request, None)
     shutil.rmtree(directory)
     with caplog.at_level(logging.ERROR, logger="scrapy_irl.warc.extension"):
         for _ in range(3):
-            ext.response_received(response, request, None)
+            ext.response_downloaded(response, request, None)
         ext.spider_closed(None)
     assert stat(ext, "write_errors") == 3
     assert stat(ext, "write_errors/FileNotFoundError") == 3
@@ -240,7 +240,7 @@ def test_unserialisable_record_is_counted(tmp_path: Path):
     request = Request("http://a.example/")
     response = Response("http://a.example/", body=b"x", request=request)
     ext.records_for = lambda *a: [object()]  # type: ignore[method-assign]
-    ext.response_received(response, request, None)
+    ext.response_downloaded(response, request, None)
     ext.spider_closed(None)
     assert stat(ext, "write_errors") == 1 and stat(ext, "records") == 0
     assert listing(tmp_path) == []
@@ -250,7 +250,7 @@ def test_recovery_stats(tmp_path: Path):
     ext = make_extension(tmp_path, IRL_WARC_GZIP=False)
     request = Request("http://a.example/")
     for n in range(2):
-        ext.response_received(Response(f"http://a.example/{n}", body=b"x", request=request),
+        ext.response_downloaded(Response(f"http://a.example/{n}", body=b"x", request=request),
                               request, None)
     [open_file] = tmp_path.glob("*.open")
     data = open_file.read_bytes()
