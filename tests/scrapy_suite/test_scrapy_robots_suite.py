@@ -55,8 +55,10 @@ def scrapy_sdist_tests(work: Path) -> Path:
 def suite_env(suite: Path) -> dict[str, str]:
     """The environment of a run of Scrapy's suite: its root first on ``PYTHONPATH``, so
     every Python process of the run loads ``sitecustomize`` (``tests/loopback_dns``) and asks
-    no DNS server."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    no DNS server. pytest-xdist's variables are left out: under them, Scrapy's conftest
+    expects a mock server shared by the workers of a run that this one is not part of."""
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYTHONPATH" and not k.startswith("PYTEST_XDIST_")}
     env["PYTHONPATH"] = str(suite)
     return env
 
