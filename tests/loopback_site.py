@@ -7,11 +7,14 @@ fetches on the server side.
 
 from __future__ import annotations
 
+import datetime
+import ssl
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TypeVar
 
 
@@ -116,3 +119,31 @@ def gzip_robots_site(body: bytes, size: int = 16) -> _Server:
     server = _Server(size)
     server.RequestHandlerClass = GzipRobotsHandler
     return server
+
+
+def serve_tls(server: LoopbackServer, directory: Path, name: str) -> str:
+    """Make ``server`` speak HTTPS with a fresh self-signed certificate for ``name``
+    (written to ``directory``; Scrapy does not verify certificates by default). Call
+    before :func:`serving`; returns the site's ``https://`` base URL under ``name``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .sign(key, hashes.SHA256()))  # fmt: skip
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    return f"https://{name}:{server.server_address[1]}"

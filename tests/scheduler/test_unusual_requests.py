@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.crawl_runner import crawl_in_subprocess
-from tests.loopback_site import LoopbackServer, send_body, serving
+from tests.loopback_site import LoopbackServer, send_body, serve_tls, serving
 
 FAST = {
     "ADDONS": {"scrapy_irl.Addon": 0},
@@ -162,6 +162,26 @@ def test_a_trailing_dot_names_the_same_host(tmp_path: Path) -> None:
     pages = site.pages()
     assert sorted(path for _, _, path in pages) == ["/p0", "/p1", "/p2", "/p3"]
     assert min(gaps(pages)) >= 0.45
+
+
+def test_an_https_site_is_crawled_politely_through_its_name(tmp_path: Path) -> None:
+    # Most of the web is HTTPS: the add-on's download handler, the DNS middleware's pin in
+    # Scrapy's DNS cache and the robots.txt fetch must all work over TLS, not only http.
+    # ``localhost``: a name (pinned, unlike an IP literal) that Scrapy's default resolver,
+    # whose cache the pin writes to, answers without a DNS server.
+    site = _Site(robots="User-agent: *\nDisallow: /private\n")
+    base = serve_tls(site, tmp_path, "localhost")
+    with serving(site):
+        stats = crawl([{"url": f"{base}/p{n}"} for n in range(4)] + [{"url": f"{base}/private/1"}],
+                      tmp_path, ROBOTSTXT_OBEY=True, IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert sorted(path for _, _, path in site.pages()) == ["/p0", "/p1", "/p2", "/p3"]
+    assert [path for _, _, path in site.log].count("/robots.txt") == 1
+    assert {host for _, host, _ in site.log} == {base.removeprefix("https://")}
+    assert min(gaps(site.pages())) >= 0.45
+    assert stats["robotstxt/forbidden"] == 1
+    assert stats["downloader/response_count"] == 5  # robots.txt and the four pages
+    assert "irl_dns/unpinned_requests" not in stats
 
 
 def test_robots_txt_expiring_while_urls_wait_is_fetched_in_the_hosts_turn(tmp_path: Path) -> None:
