@@ -457,9 +457,32 @@ class RobotsCacheMiddleware:
         cached = self.cache.put(
             origin, self.policy.on_response(response.status, body, now, previous)
         )
+        self._store_for_target(origin, response, cached.record)
         if cached.record.kind == RobotsKind.RULES:
             await self._send_robots_parsed(cached.rules, request)
         return cached
+
+    def _store_for_target(self, origin: str, response: Response, record: RobotsRecord) -> None:
+        """A redirect chain that ended at another origin's own ``/robots.txt`` (http to
+        https, a move to ``www.``) got that origin's answer too: store it for the target
+        as well, unless the target has a fresh record or a fetch of its own under way.
+        Otherwise the first page of the target origin fetched the same file again: one
+        more request per host for the most common redirect on the web. Only a final
+        answer is shared (2xx, or a 4xx that allows all); failures stay with the origin
+        that was asked."""
+        if not (200 <= response.status < 300 or 400 <= response.status < 500):
+            return
+        parts = urlparse_cached(response)
+        if parts.path != "/robots.txt" or parts.query:
+            return
+        target = origin_of(parts)
+        if target is None or target == origin or target in self._fetching:
+            return
+        current = self.cache.get(target)
+        if current is not None and current.record.is_fresh(self.clock()):
+            return
+        self.cache.put(target, record)
+        self._inc("redirect_target_stored")
 
     async def _send_robots_parsed(self, rules: Any, request: Request) -> None:
         send = getattr(self.crawler.signals, "send_catch_log_async", None)

@@ -197,6 +197,47 @@ def test_redirects_followed_up_to_five(make):
     assert stat(mw, "irl_robots/redirects") == 5
 
 
+def test_a_redirect_to_another_origins_robots_txt_serves_that_origin_too(make):
+    # http -> https, the commonest redirect: the answer at the end of the chain is the
+    # https origin's own robots.txt, so its pages need no second fetch.
+    web = FakeWeb({"http://a.test/robots.txt": (301, b"", {"Location": "https://a.test/robots.txt"}),
+                   "https://a.test/robots.txt": (200, RULES)})  # fmt: skip
+    mw = make(web)
+    assert outcome(mw, "http://a.test/private/x") == "Forbidden by robots.txt"
+    assert outcome(mw, "https://a.test/private/x") == "Forbidden by robots.txt"
+    assert outcome(mw, "https://a.test/page") == "allowed"
+    assert web.urls == ["http://a.test/robots.txt", "https://a.test/robots.txt"]
+    assert stat(mw, "irl_robots/redirect_target_stored") == 1
+
+
+@pytest.mark.parametrize(("final_url", "answer"), [
+    ("https://a.test/robots.txt", (503, b"")),  # a failure belongs to the origin asked
+    ("https://a.test/robots.txt?v=2", (200, RULES)),  # not that origin's robots.txt
+    ("https://a.test/files/robots.txt", (200, RULES)),
+])  # fmt: skip
+def test_only_a_final_answer_of_the_targets_own_robots_txt_is_shared(make, final_url, answer):
+    web = FakeWeb({"http://a.test/robots.txt": (301, b"", {"Location": final_url}),
+                   final_url: answer})  # fmt: skip
+    mw = make(web)
+    outcome(mw, "http://a.test/page")
+    assert web.urls == ["http://a.test/robots.txt", final_url]
+    web.answers["https://a.test/robots.txt"] = (200, b"User-agent: *\nDisallow: /\n")
+    assert outcome(mw, "https://a.test/page") == "Forbidden by robots.txt"  # its own file
+    assert web.urls[-1] == "https://a.test/robots.txt" and len(web.urls) == 3
+    assert stat(mw, "irl_robots/redirect_target_stored") == 0
+
+
+def test_a_fresh_record_of_the_target_is_kept(make, clock):
+    web = FakeWeb({"https://a.test/robots.txt": (200, b"User-agent: *\nDisallow: /\n"),
+                   "http://a.test/robots.txt": (301, b"", {"Location": "https://a.test/robots.txt"})})  # fmt: skip
+    mw = make(web)
+    assert outcome(mw, "https://a.test/page") == "Forbidden by robots.txt"
+    web.answers["https://a.test/robots.txt"] = (200, b"User-agent: *\nAllow: /\n")  # changed since
+    assert outcome(mw, "http://a.test/page") == "allowed"
+    assert outcome(mw, "https://a.test/page") == "Forbidden by robots.txt"  # until its TTL ends
+    assert stat(mw, "irl_robots/redirect_target_stored") == 0
+
+
 def test_more_than_five_redirects_mean_unavailable(make):
     answers = {f"http://a.test/r{i}": (301, b"", {"Location": f"/r{i + 1}"}) for i in range(1, 10)}
     answers["http://a.test/robots.txt"] = (301, b"", {"Location": "/r1"})

@@ -184,6 +184,49 @@ def test_an_https_site_is_crawled_politely_through_its_name(tmp_path: Path) -> N
     assert "irl_dns/unpinned_requests" not in stats
 
 
+class _ToHttps(BaseHTTPRequestHandler):
+    """Every path, robots.txt included, moves for good to the same path over HTTPS."""
+
+    server: _Site
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.log.append((time.monotonic(), self.headers.get("Host", ""), self.path))
+        self.send_response(301)
+        self.send_header("Location", f"{self.server.robots}{self.path}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_site_moved_to_https_keeps_one_host_delay_and_one_robots_txt(tmp_path: Path) -> None:
+    # The usual http -> https redirect: the http origin's robots.txt moves too, the pages'
+    # 301s come back through the scheduler, and the host (one name, two origins) keeps
+    # tau_h between every request of either scheme.
+    secure = _Site(robots="User-agent: *\nDisallow: /private\n")
+    base = serve_tls(secure, tmp_path, "localhost")
+    plain = _Site(robots=base)  # ``robots`` holds the target origin for _ToHttps
+    plain.RequestHandlerClass = _ToHttps
+    old = f"http://localhost:{plain.server_address[1]}"
+    with serving(secure), serving(plain):
+        stats = crawl([{"url": f"{old}/p{n}"} for n in range(3)] + [{"url": f"{old}/private/1"}],
+                      tmp_path, ROBOTSTXT_OBEY=True, IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert sorted(path for _, _, path in secure.pages()) == ["/p0", "/p1", "/p2"]
+    assert "/private/1" not in [path for _, _, path in plain.log]
+    assert stats["robotstxt/forbidden"] == 1
+    pages = sorted(secure.pages() + plain.pages())
+    assert len(pages) == 6  # three 301s, three pages
+    assert min(gaps(pages)) >= 0.45, pages
+    # The http origin's robots.txt moved to the https one's: that answer serves both
+    # origins (before, the https robots.txt was fetched a second time for the pages).
+    assert [path for _, _, path in plain.log].count("/robots.txt") == 1
+    assert [path for _, _, path in secure.log].count("/robots.txt") == 1
+    assert stats["irl_robots/redirect_target_stored"] == 1
+
+
 def test_robots_txt_expiring_while_urls_wait_is_fetched_in_the_hosts_turn(tmp_path: Path) -> None:
     # A robots.txt record that expired while its host's URLs waited in RAM (a TTL shorter
     # than the host's queue, or a long crawl) was fetched again by RobotsCacheMiddleware
