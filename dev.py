@@ -51,8 +51,7 @@ TEST_WORKERS = "2"
 def pytest_args(args: list[str]) -> list[str]:
     """``args`` with the default workers added, unless the caller chose (``-n N``,
     ``-n 0`` for one process, ``-p no:xdist``)."""
-    chosen = any(a in ("-n", "--numprocesses", "no:xdist") or a.startswith(("-n", "--numprocesses="))
-                 for a in args)  # fmt: skip
+    chosen = any(a == "no:xdist" or a.startswith(("-n", "--numprocesses")) for a in args)
     return args if chosen else ["-n", TEST_WORKERS, "--dist", "loadfile", *args]
 
 

@@ -118,6 +118,10 @@ class CachedRobots:
         return max(delays) if delays else None
 
 
+def _no_event(name: str) -> None:
+    """The event hook of an uncounted look (``RobotsCache.get(count=False)``)."""
+
+
 def _text(value: str | bytes) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
@@ -161,12 +165,16 @@ class RobotsCache:
         """Entries held in RAM (not the number stored on disk)."""
         return len(self._lru)
 
-    def get(self, origin: str) -> CachedRobots | None:
-        """Cached state of ``origin`` (fresh or not), or None if never fetched."""
+    def get(self, origin: str, *, count: bool = True) -> CachedRobots | None:
+        """Cached state of ``origin`` (fresh or not), or None if never fetched.
+
+        ``count=False``: a look that serves no request (hits and misses are not counted,
+        so ``cache/miss`` keeps meaning "a request's origin never fetched before")."""
+        event = self._event if count else _no_event
         cached = self._lru.get(origin)
         if cached is not None:
             self._lru.move_to_end(origin)
-            self._event("memory_hit")
+            event("memory_hit")
             return cached
         try:
             record = self.store.get_robots(origin)
@@ -178,9 +186,9 @@ class RobotsCache:
             self.store.delete_robots(origin)
             return None
         if record is None:
-            self._event("miss")
+            event("miss")
             return None
-        self._event("store_hit")
+        event("store_hit")
         return self._remember(origin, self._build(record))
 
     def put(self, origin: str, record: RobotsRecord) -> CachedRobots:

@@ -467,7 +467,7 @@ class RobotsCacheMiddleware:
         https, a move to ``www.``) got that origin's answer too: store it for the target
         as well, unless the target has a fresh record or a fetch of its own under way.
         Otherwise the first page of the target origin fetched the same file again: one
-        more request per host for the most common redirect on the web. Only a final
+        more request per host for every site that moved from http to https. Only a final
         answer is shared (2xx, or a 4xx that allows all); failures stay with the origin
         that was asked."""
         if not (200 <= response.status < 300 or 400 <= response.status < 500):
@@ -478,7 +478,7 @@ class RobotsCacheMiddleware:
         target = origin_of(parts)
         if target is None or target == origin or target in self._fetching:
             return
-        current = self.cache.get(target)
+        current = self.cache.get(target, count=False)
         if current is not None and current.record.is_fresh(self.clock()):
             return
         self.cache.put(target, record)

@@ -208,6 +208,8 @@ def test_a_redirect_to_another_origins_robots_txt_serves_that_origin_too(make):
     assert outcome(mw, "https://a.test/page") == "allowed"
     assert web.urls == ["http://a.test/robots.txt", "https://a.test/robots.txt"]
     assert stat(mw, "irl_robots/redirect_target_stored") == 1
+    # Only the http origin was a request's miss; the look at the target is not counted.
+    assert stat(mw, "irl_robots/cache/miss") == 1
 
 
 @pytest.mark.parametrize(("final_url", "answer"), [
