@@ -118,10 +118,6 @@ class CachedRobots:
         return max(delays) if delays else None
 
 
-def _no_event(name: str) -> None:
-    """The event hook of an uncounted look (``RobotsCache.get(count=False)``)."""
-
-
 def _text(value: str | bytes) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
@@ -170,11 +166,11 @@ class RobotsCache:
 
         ``count=False``: a look that serves no request (hits and misses are not counted,
         so ``cache/miss`` keeps meaning "a request's origin never fetched before")."""
-        event = self._event if count else _no_event
         cached = self._lru.get(origin)
         if cached is not None:
             self._lru.move_to_end(origin)
-            event("memory_hit")
+            if count:
+                self._event("memory_hit")
             return cached
         try:
             record = self.store.get_robots(origin)
@@ -186,9 +182,11 @@ class RobotsCache:
             self.store.delete_robots(origin)
             return None
         if record is None:
-            event("miss")
+            if count:
+                self._event("miss")
             return None
-        event("store_hit")
+        if count:
+            self._event("store_hit")
         return self._remember(origin, self._build(record))
 
     def put(self, origin: str, record: RobotsRecord) -> CachedRobots:
