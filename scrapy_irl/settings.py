@@ -107,6 +107,10 @@ IRL_POLITENESS_MARGIN = 0.1
 # Requests in flight at once to one IP address (1: the next request to a server is timed
 # from the measured start of the previous one, so tau_s holds even when the reactor lags).
 IRL_IP_MAX_IN_FLIGHT = 1
+# robots.txt fetches and their redirect hops count as requests to their host: the host's
+# next request waits tau_h after them (False: as IRLbot, only the IP heap limits them, and
+# a new host's first page follows its robots.txt after tau_s).
+IRL_ROBOTS_HOST_DELAY = True
 # Which due host a shared server serves next: "budget" (shares in proportion to the hosts'
 # budgets, weighted fair queueing) or "fifo" (round-robin: equal shares).
 IRL_IP_SHARE = "budget"

@@ -388,12 +388,15 @@ class Politeness:
                 and address.in_flight >= self.max_in_flight_per_ip)  # fmt: skip
 
     def claim_hop(self, host: Host, now: float, *, ip: str | None = None,
-                  host_slot: bool = True, ip_slot: bool = True) -> float:  # fmt: skip
+                  host_slot: bool = True, ip_slot: bool = True,
+                  host_due: bool = True) -> float:  # fmt: skip
         """Book a robots.txt redirect hop to ``host`` on ``ip`` (default ``host.ip``, which
         must be in the table) and hold it in flight until :meth:`release_hop`.
 
-        Returns when it may start: once the IP's delay has passed (robots.txt fetches are
-        limited by the IP heap only). That moment becomes the IP's last start, so nothing
+        Returns when it may start: once the IP's delay has passed and, with ``host_due``,
+        the host's tau_h since its last request (a page, robots.txt or an earlier hop),
+        as for any request to it; without, the IP heap alone limits it (IRLbot, chapter
+        VII section 1). That moment becomes the IP's last start, so nothing
         else is handed out to the IP too close to it. ``host_slot``: the host counts as
         in flight (taken out of its IP's ready heap, keeping its place), so none of its
         pages go during the hop; ``ip_slot``: the hop takes one of the IP's in-flight
@@ -402,6 +405,8 @@ class Politeness:
         """
         address = self.ips[host.ip if ip is None else ip]
         start = max(now, address.due_at())
+        if host_due:
+            start = max(start, max(host.last_start, host.hop_start) + host.delay)
         address.last_start = start
         # a hop is a plain request to the host: pages wait after it
         host.hop_start = max(host.hop_start, start)
@@ -460,8 +465,11 @@ class Politeness:
     def finished(self, host: Host, now: float, *, count_for_host: bool = True) -> None:
         """The request handed out for ``host`` is over (response, failure or drop).
 
-        ``count_for_host=False`` (a robots.txt fetch) restores the host's previous start:
-        IRLbot limits robots.txt downloads by the IP heap only (chapter VII section 1).
+        ``count_for_host=False`` (a robots.txt fetch, or an item dropped before it was
+        sent) restores the host's previous start, or its latest hop if later: a robots.txt
+        request that went out is timed through :meth:`restarted` with ``hop=True``
+        (``IRL_ROBOTS_HOST_DELAY``), and one served from the cache, or not at all, does
+        not hold the host's pages back.
         """
         if not host.in_flight:
             return

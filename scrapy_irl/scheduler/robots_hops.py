@@ -322,8 +322,9 @@ class RobotsHops:
         hop.host.hop_waits -= 1
         if hop.ip not in self.polite.ips:  # forgotten while the hop waited
             self._add_ip(hop.ip)
-        start = self.polite.claim_hop(hop.host, now, ip=hop.ip,
-                                      host_slot=hop.host_slot, ip_slot=hop.ip_slot)  # fmt: skip
+        start = self.polite.claim_hop(hop.host, now, ip=hop.ip, host_slot=hop.host_slot,
+                                      ip_slot=hop.ip_slot,
+                                      host_due=self.robots_host_delay)  # fmt: skip
         if self.memory is not None:
             self.memory.hopped(hop.host, hop.ip)
         if hop.url not in self._hop_claims:

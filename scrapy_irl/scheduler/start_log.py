@@ -8,7 +8,8 @@ chapter VII section 1 is per host, whatever happens to the crawler).
 On disk: ``politeness.log`` in the frontier directory, one JSON array per line:
 
 * ``["s", host, ip]``: a page request of ``host`` was handed out; it is in flight.
-* ``["r", host, ip]``: a robots.txt fetch on ``ip`` was handed out (the IP heap only).
+* ``["r", host, ip]``: a robots.txt fetch of ``host`` on ``ip`` was handed out; it is in
+  flight (the same as ``"s"``; written apart for whoever reads the log).
 * ``["e", host, ip, host_ref, ip_ref]``: that request is over; the next one to ``host``
   may start ``tau_h`` after the wall-clock time ``host_ref``, the next to ``ip`` ``tau_s``
   after ``ip_ref`` (``null``: no constraint). Both are what the heaps hold after the end.
@@ -285,11 +286,8 @@ def _replay(
 ) -> None:
     """Apply one event to the state :meth:`StartLog.load` builds (types checked by _parse)."""
     kind, host, ip = event[0], event[1], event[2]
-    if kind == "s":
+    if kind in ("s", "r"):  # a robots.txt fetch is a request to its host too
         host_open[host] = True
-        ip_open[ip] = ip_open.get(ip, 0) + 1
-        return
-    if kind == "r":
         ip_open[ip] = ip_open.get(ip, 0) + 1
         return
     h_ref, i_ref = event[3], event[4]

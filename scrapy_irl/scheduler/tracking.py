@@ -38,7 +38,8 @@ class HandoutTracking:
             return
         robots_host = self._robots_hosts.get(request.url)
         if robots_host is not None:  # our robots.txt fetch starts now
-            self.polite.restarted(robots_host, self.clock(), host_too=False)
+            self.polite.restarted(robots_host, self.clock(), host_too=False,
+                                  hop=self.robots_host_delay)  # fmt: skip
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
         entry = self._handed.pop(id(request), None)
@@ -53,8 +54,10 @@ class HandoutTracking:
                 return
             robots_host = self._robots_hosts.pop(request.url, None)
             if robots_host is not None:
-                # timed from its end, as pages are (_correct_start)
-                self.polite.restarted(robots_host, self.clock(), host_too=False)
+                # timed from its end, as pages are (_correct_start); with
+                # IRL_ROBOTS_HOST_DELAY the host's pages wait tau_h from then too
+                self.polite.restarted(robots_host, self.clock(), host_too=False,
+                                      hop=self.robots_host_delay)  # fmt: skip
 
     def _finish(self, entry: Handout) -> None:
         """The request is over: its host (and IP) may be served again once due."""

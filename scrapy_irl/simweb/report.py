@@ -10,9 +10,11 @@ printed, are in ``docs/simweb.rst``; in short:
   session-id or path-loop URLs, over all requests.
 * *robots violations*: non-robots requests to a target the host's served robots.txt
   (after redirects, first 500 KiB, Protego) disallows for ``--user-agent``.
-* *politeness*: per host, gaps between consecutive non-robots request starts (IRLbot's
-  host heap does not hold back robots.txt); per IP, gaps between all request starts.
-  A request "breaks tau" when it starts less than tau after the previous one.
+* *politeness*: per host and per IP, gaps between consecutive request starts, robots.txt
+  included (a server sees a robots.txt request like any other; IRLbot's host heap let
+  robots.txt through, scrapy-irl's does not by default). A request "breaks tau" when it
+  starts less than tau after the previous one; a Crawl-delay is broken likewise, counted
+  from the host's previous request, robots.txt included.
 * *Spearman*: rank correlation, over every PLD of the model, of true PLD in-degree with
   pages fetched from the PLD; *top coverage*: share of the ``--top`` highest in-degree PLDs
   with at least ``--min-pages`` pages.
@@ -118,11 +120,12 @@ def judge(
         kind = web.classify(r.host, r.target)
         kinds[kind] += 1
         path = r.target.partition("?")[0]
+        host_times[r.host].append(r.start)
         if path == ROBOTS_PATH:
             robots_per_host[r.host] += 1
             first_robots.setdefault(r.host, r.start)
+            last_on_host[r.host] = r.start
             continue
-        host_times[r.host].append(r.start)
         key = (r.host, r.target)
         if key not in seen:
             seen.add(key)

@@ -71,15 +71,19 @@ class Wire:
 
 
 @pytest.fixture
-def cycle(tmp_path: Path) -> Any:
+def cycle(tmp_path: Path, request: Any) -> Any:
     """A scheduler (tau_h 10 s, tau_s 1 s, one request per IP) whose robots middleware
     sends through a :class:`Wire`, on one fake clock; the hop gates' timers are kept
-    for the test to fire (``timers``: (when, fire))."""
+    for the test to fire (``timers``: (when, fire)). Hops are limited by the IP heap
+    alone (``IRL_ROBOTS_HOST_DELAY = False``, IRLbot's rule), so the times below are
+    tau_s apart; :func:`test_a_cycle_s_hops_wait_tau_h_after_their_hosts_fetches` runs
+    a cycle with the default."""
     clock = FakeClock(1000.0)
     sched = new_scheduler(
         ROBOTSTXT_OBEY=True, IRL_HOSTS_DIR=str(tmp_path / "hosts"),
         IRL_HOST_DELAY=10, IRL_HOST_DELAY_MIN=10, IRL_IP_DELAY=1, IRL_IP_DELAY_MIN=1,
         IRL_POLITENESS_MARGIN=0, IRL_IDLE_SAMPLE_INTERVAL=0, IRL_IP_MAX_IN_FLIGHT=1,
+        IRL_ROBOTS_HOST_DELAY=getattr(request, "param", False),
     )  # fmt: skip
     wire = Wire(sched)
     sched.crawler.engine = mock.MagicMock()
@@ -124,6 +128,24 @@ def hand_outs(sched: IrlScheduler, clock: FakeClock, at: float) -> list[str]:
     while (request := sched.next_request()) is not None:
         urls.append(request.url)
     return urls
+
+
+@pytest.mark.parametrize("cycle", [True], indirect=True)
+def test_a_cycle_s_hops_wait_tau_h_after_their_hosts_fetches(cycle):
+    """The default (IRL_ROBOTS_HOST_DELAY): a.test's hop to b.test is a request to b.test,
+    whose robots.txt went at 1000.0, so it waits tau_h (10 s) after that one's end; the
+    cycle is still resolved at once (no IRL_HANDOUT_TIMEOUT wait) and nothing meets on
+    the wire."""
+    sched, wire, clock, timers = cycle
+    start(sched, clock, {"a.test": "10.0.0.1", "b.test": "10.0.0.2"})
+    clock.now = 1000.2
+    wire.redirect("http://a.test/robots.txt", "http://b.test/from-a")
+    clock.now = 1000.3
+    wire.redirect("http://b.test/robots.txt", "http://a.test/from-b")
+    assert sorted(when for when, _ in timers) == [1010.2, 1010.3]
+    assert sched._hop_waits == [] and sched.counts["robots_hops_borrowed"] == 2
+    fire_due(timers, clock)
+    assert wire.sent[2:] == ["http://a.test/from-b", "http://b.test/from-a"]
 
 
 def test_two_fetches_redirecting_to_each_others_host_go_at_once(cycle):

@@ -132,7 +132,8 @@ def test_politeness_holds_across_kill_9_and_graceful_restarts(tmp_path: Path) ->
     settings = {**POLITE, "JOBDIR": str(tmp_path / "job"), "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
                 "IRL_HOST_DELAY": 6.0, "IRL_HOST_DELAY_MIN": 6.0, "CLOSESPIDER_TIMEOUT": 30}  # fmt: skip
     with simweb_server(tmp_path, size="tiny") as (cfg, log):
-        crawl_killed_after(cfg, settings, 10)
+        # 20 s: each host's first page waits tau_h after its robots.txt (IRL_ROBOTS_HOST_DELAY)
+        crawl_killed_after(cfg, settings, 20)
         before = judged(cfg, log)
         stats, second = crawl(cfg, {**settings, "CLOSESPIDER_TIMEOUT": 8})
         _, third = crawl(cfg, {**settings, "CLOSESPIDER_TIMEOUT": 6})

@@ -165,7 +165,8 @@ def test_reserve_books_the_ip():
     p = make({"a": ("1", 10.0), "b": ("1", 0.0)}, ip_delay=1.0)
     p.push("a", "x")
     host, _ = p.pop(0.0)
-    assert p.claim_hop(host, 0.2, host_slot=False, ip_slot=False) == 1.0  # a redirect hop waits for the IP
+    # a redirect hop waits for the IP (host_due=False: IRLbot's rule, the IP heap only)
+    assert p.claim_hop(host, 0.2, host_slot=False, ip_slot=False, host_due=False) == 1.0
     p.push("b", "y")
     assert p.pop(1.5) is None  # the hop took the IP at 1.0
     assert p.pop(2.0)[1] == "y"
@@ -202,7 +203,7 @@ def test_a_hop_that_the_fetch_holds_already_claims_nothing_more():
     p = make({"a": ("1", 2.0)}, ip_delay=1.0, cap=1)
     p.push("a", "robots")
     host, _ = p.pop(0.0)
-    assert p.claim_hop(host, 0.2, host_slot=False, ip_slot=False) == 1.0
+    assert p.claim_hop(host, 0.2, host_slot=False, ip_slot=False) == 2.0  # tau_h after the fetch
     assert p.ips["1"].in_flight == 1 and host.in_flight
     p.release_hop(host, 1.5, host_slot=False, ip_slot=False)
     assert p.ips["1"].in_flight == 1 and host.in_flight  # still the fetch's
@@ -228,11 +229,45 @@ def test_a_redirect_hop_that_starts_late_delays_the_hosts_next_page_from_its_rea
     p.push("a", "robots")
     p.push("a", "page")
     host, _ = p.pop(0.0)  # the robots.txt fetch
-    assert p.claim_hop(host, 0.2, host_slot=False, ip_slot=False) == 1.0  # its redirect hop, on the same host
+    # its redirect hop, on the same host (host_due=False: booked when the IP is due)
+    assert p.claim_hop(host, 0.2, host_slot=False, ip_slot=False, host_due=False) == 1.0
     p.restarted(host, 1.4, host_too=False, hop=True)  # request_reached_downloader
     p.finished(host, 1.5, count_for_host=False)  # the robots.txt fetch is over
     assert p.pop(3.3) is None
     assert p.pop(3.4)[1] == "page"
+
+
+def test_a_hop_waits_for_its_hosts_tau_h_since_its_last_request():
+    """With host_due (IRL_ROBOTS_HOST_DELAY, the default) a redirect hop is a request to
+    its host like any other: tau_h after the host's last page, robots.txt or hop."""
+    p = make({"a": ("1", 2.0), "b": ("2", 3.0)}, ip_delay=0.5)
+    p.push("a", "robots")
+    a, _ = p.pop(0.0)
+    assert p.claim_hop(a, 0.2, host_slot=False, ip_slot=False) == 2.0  # tau_h after the fetch
+    p.restarted(a, 2.1, host_too=False, hop=True)  # the hop reached the downloader late
+    p.release_hop(a, 2.3, host_slot=False, ip_slot=False)
+    assert p.claim_hop(a, 2.4, host_slot=False, ip_slot=False) == 4.3  # a second hop: from the first's end
+    b = p.hosts["b"]
+    p.push("b", "b-page")
+    assert p.pop(0.6)[0] is b
+    p.finished(b, 0.8)
+    assert p.claim_hop(b, 1.0) == 3.6  # a hop to another host waits tau_h after its page
+
+
+def test_a_robots_fetch_that_went_out_holds_the_hosts_pages_back_tau_h():
+    """IRL_ROBOTS_HOST_DELAY: the scheduler times a sent robots.txt request as a hop
+    (restarted with hop=True at its start and end), so the page after it waits tau_h
+    from its end; finished(count_for_host=False) alone (served from the cache, nothing
+    sent) restores the host's previous start."""
+    p = make({"a": ("1", 10.0)}, ip_delay=0.5)
+    p.push("a", "robots")
+    p.push("a", "page")
+    host, _ = p.pop(0.0)
+    p.restarted(host, 0.1, host_too=False, hop=True)  # request_reached_downloader
+    p.restarted(host, 0.4, host_too=False, hop=True)  # request_left_downloader
+    p.finished(host, 0.5, count_for_host=False)
+    assert p.pop(10.3) is None
+    assert p.pop(10.4)[1] == "page"
 
 
 def test_set_delays_takes_effect_for_a_queued_host_and_its_ip():

@@ -55,15 +55,14 @@ def test_a_request_in_flight_at_the_kill_counts_as_started_at_the_restart(tmp_pa
     log.started("a.test", "10.0.0.1")  # no end: killed meanwhile
     log.started("b.test", "10.0.0.1")
     log.ended("b.test", "10.0.0.1", 1001.0, 1001.0)
-    log.started("robots.test", "10.0.0.3", robots=True)  # robots.txt: the IP only
+    log.started("robots.test", "10.0.0.3", robots=True)  # robots.txt: a request to its host too
     log.close()
     wall.now = 1003.0
     recalled = StartLog(tmp_path / "p.log", horizon=30, wall=wall).load()
-    assert recalled.hosts == {"a.test": 1003.0, "b.test": 1001.0}
+    assert recalled.hosts == {"a.test": 1003.0, "b.test": 1001.0, "robots.test": 1003.0}
     # a.test's request is still open on 10.0.0.1, whatever b.test's end says
     assert recalled.ips == {"10.0.0.1": 1003.0, "10.0.0.3": 1003.0}
-    assert "robots.test" not in recalled.hosts
-    assert recalled.in_flight == 1
+    assert recalled.in_flight == 2
 
 
 def test_torn_tail_and_damaged_lines_are_skipped_and_counted(tmp_path: Path) -> None:
@@ -392,9 +391,9 @@ def test_a_hop_neither_opens_nor_closes_a_request(tmp_path: Path) -> None:
     log.close()
     wall.now = 1003.0
     recalled = StartLog(tmp_path / "p.log", horizon=30, wall=wall).load()
-    assert recalled.hosts == {"a.test": 1003.0, "c.test": 1000.0}
+    assert recalled.hosts == {"a.test": 1003.0, "b.test": 1003.0, "c.test": 1000.0}
     assert recalled.ips == {"10.0.0.1": 1003.0, "10.0.0.2": 1003.0, "10.0.0.3": 1000.0}
-    assert recalled.in_flight == 1 and recalled.damaged_lines == 0
+    assert recalled.in_flight == 2 and recalled.damaged_lines == 0
 
 
 def test_a_failed_rewrite_after_a_torn_tail_does_not_glue_the_next_event_to_it(

@@ -201,15 +201,21 @@ class _ToHttps(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_site_moved_to_https_keeps_one_host_delay_and_one_robots_txt(tmp_path: Path) -> None:
-    # The usual http -> https redirect: the http origin's robots.txt moves too, the pages'
-    # 301s come back through the scheduler, and the host (one name, two origins) keeps
-    # tau_h between every request of either scheme.
+def moved_to_https(tmp_path: Path) -> tuple[_Site, _Site, str]:
+    """A site under the name ``localhost`` whose http origin moved every path, robots.txt
+    included, to its https origin: (https site, http site, the http origin)."""
     secure = _Site(robots="User-agent: *\nDisallow: /private\n")
     base = serve_tls(secure, tmp_path, "localhost")
     plain = _Site(robots=base)  # ``robots`` holds the target origin for _ToHttps
     plain.RequestHandlerClass = _ToHttps
-    old = f"http://localhost:{plain.server_address[1]}"
+    return secure, plain, f"http://localhost:{plain.server_address[1]}"
+
+
+def test_a_site_moved_to_https_keeps_one_host_delay_and_one_robots_txt(tmp_path: Path) -> None:
+    # The usual http -> https redirect: the http origin's robots.txt moves too, the pages'
+    # 301s come back through the scheduler, and the host (one name, two origins) keeps
+    # tau_h between every request of either scheme.
+    secure, plain, old = moved_to_https(tmp_path)
     with serving(secure), serving(plain):
         stats = crawl([{"url": f"{old}/p{n}"} for n in range(3)] + [{"url": f"{old}/private/1"}],
                       tmp_path, ROBOTSTXT_OBEY=True, IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5)  # fmt: skip

@@ -81,10 +81,11 @@ def test_hand_made_log(web: Web) -> None:
     assert r["trap_requests"] == 1
     assert r["robots_violations"] == 2
     assert r["requests_before_robots"] == 1 + 1 + 2  # cd's "/", calendar host, 2 spam
-    assert r["crawl_delay_violations"] == (1 if 0.8 < delay else 0)
-    # per host (non-robots starts): dis 1.0,1.5,4.0,4.5 -> gaps .5 2.5 .5; cd 10,11 -> 1.0; spam 0.1
+    assert r["crawl_delay_violations"] == (1 if 0.8 < delay else 0)  # after its robots.txt
+    # per host, all starts (robots.txt included: the server sees it): dis 0,1.0,1.5,4.0,4.5
+    # -> gaps 1.0 .5 2.5 .5; cd 10,10.2,11 -> .2 .8; spam 0.1
     assert r["min_gap_per_host_s"] == pytest.approx(0.1)
-    assert r["broke_tau_h"] == 3  # .5, .5, .1 (1.0 is not < 1.0)
+    assert r["broke_tau_h"] == 5  # .5, .5, .2, .8, .1 (1.0 is not < 1.0)
     assert len({d_ip, cd_ip, cal_ip, spam_ip}) == 4  # true for the tiny web of seed 1
     # per IP, all requests: d_ip 0,1,1.5,4,4.5,40 -> 1,.5,2.5,.5,35.5 ; cd_ip 10,10.2,11 -> .2,.8 ; spam .1
     assert r["min_gap_per_ip_s"] == pytest.approx(0.1)
