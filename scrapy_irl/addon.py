@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from scrapy_irl import config
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -36,14 +38,8 @@ class Addon:
     """Turns on every scrapy-irl component built so far."""
 
     def update_settings(self, settings: BaseSettings) -> None:
-        if not settings.getbool("TWISTED_REACTOR_ENABLED", True):
-            # Scrapy's reactorless mode forbids importing the reactor, which the
-            # scheduler's timers, the DNS middleware and the robots cache all run on: each
-            # crawl died with an ImportError from whichever component came first.
-            raise RuntimeError(
-                "scrapy-irl needs a Twisted reactor: TWISTED_REACTOR_ENABLED=False is not "
-                "supported (remove scrapy_irl.Addon from ADDONS, or keep the reactor)"
-            )
+        # The scheduler's timers, the DNS middleware and the robots cache run on it.
+        config.require_reactor(settings, "scrapy_irl.Addon")
         # Not over a command's choice either: ``scrapy shell`` sets BaseDupeFilter (at the
         # "command" priority, below the add-on's) so that a page can be fetched again,
         # and the IRL scheduler honours it (no filtering).

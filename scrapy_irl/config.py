@@ -39,6 +39,21 @@ def _check_range(name: str, value: float, minimum: float | None, above: float | 
         raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
 
 
+def require_reactor(settings: BaseSettings, component: str) -> None:
+    """Refuse Scrapy's reactorless mode (``TWISTED_REACTOR_ENABLED = False``) by name.
+
+    It forbids importing Twisted's reactor, which ``component``'s timers (and DNS
+    lookups) run on: without this check the crawl died with an ImportError from
+    whichever component came first, or, under ``AsyncCrawlerRunner``, the import quietly
+    installed a reactor that never runs and the crawl hung on its first host name.
+    """
+    if not settings.getbool("TWISTED_REACTOR_ENABLED", True):
+        raise RuntimeError(
+            f"{component} needs a Twisted reactor: TWISTED_REACTOR_ENABLED=False is not "
+            f"supported (keep the reactor, or leave {component} out)"
+        )
+
+
 def get(settings: BaseSettings, name: str) -> Any:
     return settings.get(name, _default(name))
 

@@ -103,6 +103,7 @@ class DrumDupeFilter(BaseDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
+        config.require_reactor(settings, "scrapy_irl.dupefilter.DrumDupeFilter")  # its write-out timer
         configured = config.getpath(settings, "IRL_URLSEEN_DIR")
         jobdir = job_dir(settings)
         temporary = False

@@ -67,6 +67,7 @@ class IrlProgress:
         settings = crawler.settings
         if not config.getbool(settings, "IRL_PROGRESS_ENABLED"):
             raise NotConfigured
+        config.require_reactor(settings, "scrapy_irl.progress.IrlProgress")
         interval = config.getfloat(settings, "IRL_PROGRESS_INTERVAL", minimum=0)
         if interval == 0:
             raise NotConfigured("IRL_PROGRESS_INTERVAL = 0: no progress lines")

@@ -19,12 +19,17 @@ reactor before reading on.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from typing import Self
 
 #: Longest run, in seconds, of reading ``start()`` without a turn of the reactor.
 SLICE = 0.05
@@ -33,13 +38,27 @@ SLICE = 0.05
 class StartPacingMiddleware:
     """Read ``start()`` in slices of at most :data:`SLICE` seconds."""
 
-    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        from twisted.internet import reactor
+    def __init__(self, reactorless: bool = False) -> None:
+        # Scrapy's reactorless mode runs on asyncio's loop and forbids importing the
+        # reactor: a turn of that loop is the pause there.
+        self.reactorless = reactorless
 
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(reactorless=not crawler.settings.getbool("TWISTED_REACTOR_ENABLED", True))
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         deadline = time.monotonic() + SLICE
         async for item in start:
             yield item
             if time.monotonic() >= deadline:
-                await maybe_deferred_to_future(task.deferLater(reactor, 0, lambda: None))
+                await self._one_turn()
                 deadline = time.monotonic() + SLICE  # a turn per slice, not per item
-                deadline = time.monotonic() + SLICE
+
+    async def _one_turn(self) -> None:
+        if self.reactorless:
+            await asyncio.sleep(0)
+            return
+        from twisted.internet import reactor
+
+        await maybe_deferred_to_future(task.deferLater(reactor, 0, lambda: None))

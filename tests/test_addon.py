@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
@@ -99,8 +100,6 @@ def test_reactorless_mode_is_refused_by_name():
     """Scrapy's TWISTED_REACTOR_ENABLED=False forbids importing the reactor, which every
     scrapy-irl component runs on: the crawl died with an ImportError from the DNS
     middleware ("Import of twisted.internet.reactor is forbidden")."""
-    import pytest
-
     from scrapy_irl import Addon
 
     settings = Settings({"TWISTED_REACTOR_ENABLED": False})
@@ -135,3 +134,22 @@ def test_a_projects_own_http_handlers_are_kept():
         "http": stock, "https": None}  # fmt: skip
     base = dict(Settings().getdict("DOWNLOAD_HANDLERS_BASE"), http=custom)
     assert http_handlers(build({"DOWNLOAD_HANDLERS_BASE": base})) == {"http": custom, "https": PATH}
+
+
+@pytest.mark.parametrize("path", [
+    "scrapy_irl.scheduler.IrlScheduler",
+    "scrapy_irl.dupefilter.DrumDupeFilter",
+    "scrapy_irl.hosts.middleware.HostDnsMiddleware",
+    "scrapy_irl.progress.IrlProgress",
+])  # fmt: skip
+def test_components_enabled_one_by_one_refuse_reactorless_mode_by_name(path: str) -> None:
+    """Without the add-on (``SCHEDULER = "scrapy_irl.scheduler.IrlScheduler"``), Scrapy's
+    reactorless mode crashed the crawl with an ImportError, or, under AsyncCrawlerRunner,
+    the import installed a reactor that never runs and the crawl hung on its first host
+    name (found by running Scrapy's own reactorless tests with the scheduler swapped in)."""
+    from types import SimpleNamespace
+
+    # Scrapy's test crawler refuses reactorless mode itself: only the settings are read
+    crawler = SimpleNamespace(settings=Settings({"TWISTED_REACTOR_ENABLED": False}), spider=None)
+    with pytest.raises(RuntimeError, match=f"{path} needs a Twisted reactor"):
+        load_object(path).from_crawler(crawler)

@@ -148,6 +148,7 @@ class HostDnsMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        config.require_reactor(crawler.settings, "scrapy_irl.hosts.middleware.HostDnsMiddleware")
         return cls(crawler)
 
     def _spider_closed(self, spider: Spider | None = None) -> None:

@@ -107,6 +107,7 @@ class StatsSampler:
         settings = crawler.settings
         if not config.getbool(settings, "IRL_REPORT_ENABLED"):
             raise NotConfigured("IRL_REPORT_ENABLED is off")
+        config.require_reactor(settings, "scrapy_irl.report.sampler.StatsSampler")
         # A bad value raises (not NotConfigured): a report asked for must not vanish.
         interval = config.getfloat(settings, "IRL_REPORT_INTERVAL", above=0)
         ext = cls(crawler, data_dir(settings), interval,

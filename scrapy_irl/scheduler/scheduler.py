@@ -292,8 +292,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         builds the scheduler as the engine opens, and its failure path then raises
         ``RuntimeError: Engine slot not assigned``, the last line a user reads."""
         try:
+            config.require_reactor(crawler.settings, "scrapy_irl.scheduler.IrlScheduler")
             return cls(crawler)
-        except ValueError as exc:
+        except (ValueError, RuntimeError) as exc:
             logger.error("Refusing to start the crawl: %(error)s", {"error": exc},
                          extra={"spider": getattr(crawler, "spider", None)})  # fmt: skip
             raise
