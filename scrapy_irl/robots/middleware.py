@@ -390,6 +390,10 @@ class RobotsCacheMiddleware:
                         url = urljoin(response.url, safe_url_string(location))
                     except ValueError:
                         url = ""
+                    known = self._fresh_target(origin, url)
+                    if known is not None:
+                        self._inc("redirect_target_reused")
+                        return self.cache.put(origin, known)
                     if self.hop_gate is not None:
                         await maybe_deferred_to_future(self.hop_gate(url, route, origin))
                     continue
@@ -461,6 +465,25 @@ class RobotsCacheMiddleware:
         if cached.record.kind == RobotsKind.RULES:
             await self._send_robots_parsed(cached.rules, request)
         return cached
+
+    def _fresh_target(self, origin: str, url: str) -> RobotsRecord | None:
+        """The fresh record of the origin whose own ``/robots.txt`` a redirect of
+        ``origin``'s points at (a site moved to https whose https robots.txt was fetched
+        already), if it holds a final answer (rules, or a 4xx's allow all): that file
+        serves ``origin`` too, without asking the server for it again (the converse of
+        :meth:`_store_for_target`). None: follow the redirect."""
+        try:
+            parts = urlsplit(url)
+            target = origin_of(parts)
+        except ValueError:
+            return None
+        if (target is None or target == origin or parts.path != "/robots.txt" or parts.query
+                or parts.scheme.lower() not in ("http", "https")):  # fmt: skip
+            return None
+        current = self.cache.get(target, count=False)
+        if current is None or current.record.kind == RobotsKind.DISALLOW_ALL:
+            return None  # never fetched, or unreachable: ask (it may be back)
+        return current.record if current.record.is_fresh(self.clock()) else None
 
     def _store_for_target(self, origin: str, response: Response, record: RobotsRecord) -> None:
         """A redirect chain that ended at another origin's own ``/robots.txt`` (http to

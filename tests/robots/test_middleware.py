@@ -229,15 +229,34 @@ def test_only_a_final_answer_of_the_targets_own_robots_txt_is_shared(make, final
     assert stat(mw, "irl_robots/redirect_target_stored") == 0
 
 
-def test_a_fresh_record_of_the_target_is_kept(make, clock):
+def test_a_fresh_record_of_the_target_serves_the_redirecting_origin(make, clock):
+    # The https origin's robots.txt was fetched first; the http origin's redirects to it.
+    # That file was fetched a second time for the http origin (found crawling a loopback
+    # web, 2026-11-27): its fresh copy serves both, as long as it is fresh.
     web = FakeWeb({"https://a.test/robots.txt": (200, b"User-agent: *\nDisallow: /\n"),
                    "http://a.test/robots.txt": (301, b"", {"Location": "https://a.test/robots.txt"})})  # fmt: skip
     mw = make(web)
     assert outcome(mw, "https://a.test/page") == "Forbidden by robots.txt"
     web.answers["https://a.test/robots.txt"] = (200, b"User-agent: *\nAllow: /\n")  # changed since
-    assert outcome(mw, "http://a.test/page") == "allowed"
-    assert outcome(mw, "https://a.test/page") == "Forbidden by robots.txt"  # until its TTL ends
+    assert outcome(mw, "http://a.test/page") == "Forbidden by robots.txt"  # the fresh copy
+    assert web.urls == ["https://a.test/robots.txt", "http://a.test/robots.txt"]
+    assert stat(mw, "irl_robots/redirect_target_reused") == 1
     assert stat(mw, "irl_robots/redirect_target_stored") == 0
+    clock.now += 25 * 3600  # both expired: the redirect is followed again
+    assert outcome(mw, "http://a.test/page") == "allowed"
+    assert web.urls[-2:] == ["http://a.test/robots.txt", "https://a.test/robots.txt"]
+
+
+def test_an_unreachable_target_is_asked_again_not_reused(make):
+    web = FakeWeb({"https://a.test/robots.txt": (503, b""),
+                   "http://a.test/robots.txt": (301, b"", {"Location": "https://a.test/robots.txt"})})  # fmt: skip
+    mw = make(web)
+    outcome(mw, "https://a.test/page")
+    web.answers["https://a.test/robots.txt"] = (200, b"User-agent: *\nAllow: /\n")  # back
+    assert outcome(mw, "http://a.test/page") == "allowed"
+    assert web.urls == ["https://a.test/robots.txt", "http://a.test/robots.txt",
+                        "https://a.test/robots.txt"]  # fmt: skip
+    assert stat(mw, "irl_robots/redirect_target_reused") == 0
 
 
 def test_more_than_five_redirects_mean_unavailable(make):
