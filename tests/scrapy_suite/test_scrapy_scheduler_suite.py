@@ -42,6 +42,14 @@ FILES = (
     "tests/test_downloaderslotssettings.py",
     "tests/test_spiderstate.py",
     "tests/test_logstats.py",
+    # Crawls that end in feeds, pipelines, contracts, error handling and stats (added
+    # 2026-11-27 after a run of 31 more files found no other difference in process).
+    "tests/test_feedexport.py",
+    "tests/test_pipelines.py",
+    "tests/test_core_scraper.py",
+    "tests/test_spidermiddleware_httperror.py",
+    "tests/test_contracts.py",
+    "tests/test_stats.py",
 )
 
 NOT_RUN = {
@@ -74,4 +82,4 @@ DELIBERATE = {
 @pytest.mark.slow
 def test_scrapy_engine_and_crawl_tests_with_irl_scheduler(tmp_path: Path) -> None:
     check_swapped(tmp_path, "IRL_SWAP_SCHEDULER", FILES, not_run=NOT_RUN, deliberate=DELIBERATE,
-                  min_passed=210)  # fmt: skip
+                  min_passed=340)  # fmt: skip
