@@ -17,7 +17,7 @@ import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import ParseResult, SplitResult, urljoin, urlsplit
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
@@ -473,12 +473,10 @@ class RobotsCacheMiddleware:
         serves ``origin`` too, without asking the server for it again (the converse of
         :meth:`_store_for_target`). None: follow the redirect."""
         try:
-            parts = urlsplit(url)
-            target = origin_of(parts)
+            target = _other_origins_robots(urlsplit(url), origin)
         except ValueError:
             return None
-        if (target is None or target == origin or parts.path != "/robots.txt" or parts.query
-                or parts.scheme.lower() not in ("http", "https")):  # fmt: skip
+        if target is None:
             return None
         current = self.cache.get(target, count=False)
         if current is None or current.record.kind == RobotsKind.DISALLOW_ALL:
@@ -495,11 +493,8 @@ class RobotsCacheMiddleware:
         that was asked."""
         if not (200 <= response.status < 300 or 400 <= response.status < 500):
             return
-        parts = urlparse_cached(response)
-        if parts.path != "/robots.txt" or parts.query:
-            return
-        target = origin_of(parts)
-        if target is None or target == origin or target in self._fetching:
+        target = _other_origins_robots(urlparse_cached(response), origin)
+        if target is None or target in self._fetching:
             return
         current = self.cache.get(target, count=False)
         if current is not None and current.record.is_fresh(self.clock()):
@@ -517,3 +512,12 @@ class RobotsCacheMiddleware:
                     signal=signals.robots_parsed, robotparser=rules, request=request
                 )
             )
+
+
+def _other_origins_robots(parts: SplitResult | ParseResult, origin: str) -> str | None:
+    """The origin whose own ``/robots.txt`` (http(s), no query) the URL ``parts`` is, if
+    that is not ``origin`` itself; None otherwise."""
+    if parts.path != "/robots.txt" or parts.query or parts.scheme.lower() not in ("http", "https"):
+        return None
+    target = origin_of(parts)
+    return None if target == origin else target

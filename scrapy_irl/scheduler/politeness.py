@@ -59,9 +59,9 @@ class Host:
     queue: deque[Any] = field(default_factory=deque)
     last_start: float = float("-inf")
     previous_start: float = float("-inf")  # last_start before the current hand-out
-    hop_start: float = float(
-        "-inf"
-    )  # latest robots.txt redirect hop (a request to the host)
+    # Latest robots.txt request to the host, redirect hops included (with
+    # IRL_ROBOTS_HOST_DELAY also its own robots.txt fetch): its pages wait tau_h after it.
+    hop_start: float = float("-inf")
     in_flight: bool = False
     gen: int = 0  # host-heap entry generation (lazy deletion)
     ready: bool = False  # in its IP's ready list
