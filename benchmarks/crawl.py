@@ -68,6 +68,7 @@ ROWS = (
     ("robots violations", "robots_violations"),
     ("requests on robots-5xx hosts", "requests_on_robots_5xx_hosts"),
     ("Crawl-delay violations", "crawl_delay_violations"),
+    ("Retry-After violations", "retry_after_violations"),
     ("requests breaking tau_h", "broke_tau_h"),
     ("requests breaking tau_s", "broke_tau_s"),
     ("Spearman(in-degree, pages)", "spearman_indegree_pages"),

@@ -112,6 +112,29 @@ def getlist(settings: BaseSettings, name: str) -> list[str]:
     raise _bad(name, value, "a list of strings or a comma-separated string")
 
 
+def getintlist(settings: BaseSettings, name: str) -> list[int]:
+    """``name`` as a list of integers (``[429, 503]``, ``"429,503"``, ``[]``); anything
+    else is a ValueError naming it."""
+    value = settings.get(name, _default(name))
+    if value is None or isinstance(value, str | list | tuple):
+        items = settings.getlist(name, _default(name))
+        try:
+            return [_integer(item) for item in items]
+        except ValueError:
+            pass
+    raise _bad(name, value, "a list of integers or a comma-separated string of them")
+
+
+def _integer(item: object) -> int:
+    if isinstance(item, bool):
+        raise ValueError(item)
+    if isinstance(item, int):
+        return item
+    if isinstance(item, str) and item.strip().isdigit():
+        return int(item.strip())
+    raise ValueError(item)
+
+
 def getstr(settings: BaseSettings, name: str, *, choices: Collection[str] | None = None) -> str:
     """``name`` as a str (one of ``choices`` when given): a number or a list would otherwise
     fail later, inside whatever builds a file name or looks the value up, without the name."""

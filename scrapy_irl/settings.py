@@ -111,6 +111,13 @@ IRL_IP_MAX_IN_FLIGHT = 1
 # next request waits tau_h after them (False: as IRLbot, only the IP heap limits them, and
 # a new host's first page follows its robots.txt after tau_s).
 IRL_ROBOTS_HOST_DELAY = True
+# Statuses after which a host waits longer than tau_h (server back-off): its Retry-After
+# header, else tau_h x 2^(k-1) for its k-th such answer in a row. [] turns it off.
+IRL_BACKOFF_HTTP_CODES = [429, 503]
+# Upper bound in seconds on that wait (a larger Retry-After is capped and counted).
+IRL_BACKOFF_MAX = 120.0
+# The doubling (no Retry-After) stops at this multiple of tau_h.
+IRL_BACKOFF_MAX_FACTOR = 16.0
 # Which due host a shared server serves next: "budget" (shares in proportion to the hosts'
 # budgets, weighted fair queueing) or "fifo" (round-robin: equal shares).
 IRL_IP_SHARE = "budget"

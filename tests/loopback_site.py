@@ -22,7 +22,17 @@ def send_body(
     handler: BaseHTTPRequestHandler, body: bytes, content_type: str = "text/html; charset=utf-8"
 ) -> None:
     """Answer 200 with ``body`` and its length (the test sites' one way to reply)."""
-    handler.send_response(200)
+    send_answer(handler, 200, body, content_type)
+
+
+def send_answer(
+    handler: BaseHTTPRequestHandler, status: int, body: bytes,
+    content_type: str = "text/html; charset=utf-8", headers: dict[str, str] | None = None,
+) -> None:  # fmt: skip
+    """Answer ``status`` with ``body``, its length and any extra ``headers``."""
+    handler.send_response(status)
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     handler.send_header("Content-Type", content_type)
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()

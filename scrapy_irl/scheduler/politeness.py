@@ -87,9 +87,14 @@ class Host:
     # robots.txt redirect hops waiting to claim it (:meth:`Politeness.claim_hop`): kept
     # in the table meanwhile (forget_idle), or the hop would book a forgotten host.
     hop_waits: int = 0
+    # Server back-off (:mod:`scrapy_irl.scheduler.backoff`): the host answered 429 or 503,
+    # so its next request waits until then even if tau_h has passed; and how many such
+    # answers it gave in a row.
+    not_before: float = float("-inf")
+    backoff_streak: int = 0
 
     def due_at(self) -> float:
-        return self.last_start + self.delay
+        return max(self.last_start + self.delay, self.not_before)
 
 
 @dataclass(eq=False)
@@ -406,7 +411,8 @@ class Politeness:
         address = self.ips[host.ip if ip is None else ip]
         start = max(now, address.due_at())
         if host_due:
-            start = max(start, max(host.last_start, host.hop_start) + host.delay)
+            start = max(start, max(host.last_start, host.hop_start) + host.delay,
+                        host.not_before)  # fmt: skip
         address.last_start = start
         # a hop is a plain request to the host: pages wait after it
         host.hop_start = max(host.hop_start, start)

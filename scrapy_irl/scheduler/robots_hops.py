@@ -170,6 +170,15 @@ class RobotsHops:
             if self._closed or self.polite.hosts.get(host.name) is not host:
                 host.hop_waits -= 1  # closing, or removed (its renewal failed): just go
                 self._call_later(0.0, hop.gate.callback, None)
+            elif self.robots_host_delay and hop.host_slot and host.not_before > now:
+                # The host backs off (a 429 or 503): booked now, the hop would hold its IP
+                # until the wait is over, and the IP's other hosts with it. It waits
+                # unbooked instead, for at most IRL_BACKOFF_MAX (the host's pages wait
+                # too, so no new answer can push the wait further), and its wait for the
+                # slots counts from the end of the back-off.
+                hop.since = now
+                self._hop_waits.append(hop)
+                self._grant_hops_at(host.not_before)
             elif hop.url in self._hop_claims or self._hold_lent(hop) or self.polite.hop_blocked(
                 host, hop.ip, host_slot=hop.host_slot, ip_slot=hop.ip_slot
             ):
@@ -187,6 +196,18 @@ class RobotsHops:
                 self._claim_hop(hop, now)
         if len(self._hop_waits) > 1 and not self._closed:
             self._resolve_hop_cycles(now)
+
+    def _grant_hops_at(self, when: float) -> None:
+        """Try the waiting hops again at ``when`` (scheduler clock), when a host's
+        back-off ends: nothing else may happen on its IP meanwhile to call
+        :meth:`_grant_hops`. One call is kept pending, the earliest asked for."""
+        pending = self._hop_regrant
+        if pending is not None and pending[1].active():
+            if pending[0] <= when:
+                return
+            pending[1].cancel()
+        delay = max(0.0, when - self.clock())
+        self._hop_regrant = (when, self._call_later(delay, self._grant_hops))
 
     # -- wait-for cycles -------------------------------------------------------------------
     def _resolve_hop_cycles(self, now: float) -> None:

@@ -262,7 +262,8 @@ class Routing:
 
         Lazy loading (Polybot section 3.5): RAM should hold what can be fetched soon.
         Work queued for a host (plus ``waiting`` items held for its robots.txt) is worth
-        items x tau_h seconds, for its IP items x tau_s; past IRL_RAM_BACKLOG_SECONDS more
+        items x tau_h seconds (plus what is left of a server back-off), for its IP items x
+        tau_s; past IRL_RAM_BACKLOG_SECONDS more
         of it would only sit in RAM, crowding out the hosts and IPs that could be crawled
         meanwhile (a spam farm's fresh subdomains on a few IPs, a large site at a long
         tau_h). Parked records come back every IRL_RAM_BACKLOG_SECONDS. Requests that are
@@ -274,6 +275,8 @@ class Routing:
         if record is None:
             return False
         backlog = max(self.polite.backlog_seconds(record), waiting * record.delay)
+        # a host backing off (a 429 or 503) gets to none of its queue before the wait ends
+        backlog += max(0.0, record.not_before - self.clock())
         if backlog < self.backlog_seconds:
             return False
         self.beast.park(item.record)

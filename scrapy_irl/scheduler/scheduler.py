@@ -46,6 +46,7 @@ from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import ProxyRoutes
 from scrapy_irl.robots.middleware import robots_for
+from scrapy_irl.scheduler.backoff import BackoffPolicy
 from scrapy_irl.scheduler.codec import (
     RequestCodec,
     pack_record,
@@ -196,6 +197,11 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0)
         self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT", above=0)
         self.robots_host_delay = config.getbool(settings, "IRL_ROBOTS_HOST_DELAY")
+        self.backoff = BackoffPolicy.from_values(
+            config.getintlist(settings, "IRL_BACKOFF_HTTP_CODES"),
+            config.getfloat(settings, "IRL_BACKOFF_MAX", minimum=0),
+            config.getfloat(settings, "IRL_BACKOFF_MAX_FACTOR", minimum=1),
+        )
         self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL", minimum=0)
         self.idle_sample_interval = config.getfloat(settings, "IRL_IDLE_SAMPLE_INTERVAL", minimum=0)
         self.handouts = 0
@@ -249,6 +255,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         # their fetch), and those still waiting for their host or IP to be free.
         self._hop_claims: dict[str, Hop] = {}
         self._hop_waits: list[Hop] = []
+        # (when, delayed call) of the next retry of the waiting hops, set while a hop
+        # waits for its host's back-off to end (RobotsHops._grant_hops_at)
+        self._hop_regrant: tuple[float, Any] | None = None
         # Origin -> the host its robots.txt fetch (a marker handed out) holds, until the
         # fetch ends; and the fetches that ended while a hop of another fetch was sent
         # under their hold (a wait-for cycle): their host is freed when that hop is over.
@@ -365,6 +374,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             self._reached, signal=signals.request_reached_downloader
         )
         self.crawler.signals.connect(self._left, signal=signals.request_left_downloader)
+        # before request_left_downloader: the back-off is set when the host is freed
+        self.crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
         self.crawler.signals.connect(self._answered, signal=signals.response_received)
         if self.flush_interval > 0:
             self._tick = task.LoopingCall(self._on_tick)
@@ -404,7 +415,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
 
     def _recall_starts(self, fsync: bool, *, resumed: bool) -> None:
         """Load the last run's request starts, so politeness holds across the restart."""
-        log = StartLog(self.path / START_LOG, horizon=self.delays.longest(), fsync=fsync)
+        log = StartLog(self.path / START_LOG, horizon=self.delays.longest(),
+                       ahead=self.backoff.maximum, fsync=fsync)  # fmt: skip
         if resumed and not log.path.exists():
             logger.warning(
                 "%(path)s is missing (deleted, or the frontier of an earlier version): "
@@ -426,11 +438,13 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 "again sooner than their delay after this restart",
                 {"path": log.path, "n": loaded.damaged_lines}, extra={"spider": self.spider},
             )  # fmt: skip
-        if loaded.hosts or loaded.ips:
+        if loaded.hosts or loaded.ips or loaded.backoffs:
             logger.info(
                 "Politeness across the restart: %(h)d hosts and %(i)d IPs wait out the "
-                "delay of their last request (%(f)d were in flight at the stop)",
-                {"h": len(loaded.hosts), "i": len(loaded.ips), "f": loaded.in_flight},
+                "delay of their last request (%(f)d were in flight at the stop), %(b)d "
+                "hosts the rest of a server back-off (429/503)",
+                {"h": len(loaded.hosts), "i": len(loaded.ips), "f": loaded.in_flight,
+                 "b": len(loaded.backoffs)},
                 extra={"spider": self.spider},
             )  # fmt: skip
 
@@ -488,6 +502,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 if loop is not None and loop.running:
                     loop.stop()
             self.waker.cancel()
+            if self._hop_regrant is not None and self._hop_regrant[1].active():
+                self._hop_regrant[1].cancel()
             self._grant_hops()  # closed: the hops still waiting go (the fetch is dropped)
             saved = self._requeue_ram()
             if saved:

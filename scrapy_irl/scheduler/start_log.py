@@ -16,6 +16,9 @@ On disk: ``politeness.log`` in the frontier directory, one JSON array per line:
 * ``["h", host, ip, host_ref, ip_ref]``: a robots.txt redirect hop to ``host`` on ``ip``
   was booked (:meth:`Politeness.claim_hop`), or ended: the same times, without a start
   or an end to pair.
+* ``["b", host, until]``: ``host`` answered 429 or 503 (server back-off,
+  :mod:`scrapy_irl.scheduler.backoff`): its next request waits until the wall-clock time
+  ``until``, however long its tau_h.
 
 Each event is one ``os.write`` of a whole line with no buffer in between: a kill -9 at
 any moment loses no event already written, since the kernel keeps the page (a power
@@ -62,6 +65,7 @@ class Recalled:
 
     hosts: dict[str, float] = field(default_factory=dict)
     ips: dict[str, float] = field(default_factory=dict)
+    backoffs: dict[str, float] = field(default_factory=dict)  # host -> wait until (wall)
     in_flight: int = 0  # requests that were in flight at the stop (counted from the load)
     damaged_lines: int = 0  # skipped lines other than a torn last one
     torn_tail: bool = False
@@ -76,12 +80,14 @@ class StartLog:
         path: Path,
         *,
         horizon: float,
+        ahead: float = 0.0,
         max_bytes: int = 1 << 20,
         fsync: bool = False,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
         self.horizon = horizon  # the longest delay any host or IP can have
+        self.ahead = ahead  # the longest server back-off (a recalled one is capped at it)
         self.max_bytes = max_bytes
         self.fsync = fsync
         self.wall = wall
@@ -100,6 +106,7 @@ class StartLog:
         ip_ref: dict[str, float] = {}
         host_open: dict[str, bool] = {}
         ip_open: dict[str, int] = {}
+        backoffs: dict[str, float] = {}
         try:
             with open(self.path, "rb") as handle:
                 lines = _Lines(handle, MAX_LINE)
@@ -107,6 +114,9 @@ class StartLog:
                     event = None if line is None else _parse(line)
                     if event is None:
                         recalled.damaged_lines += 1
+                        continue
+                    if event[0] == "b":
+                        backoffs[event[1]] = max(event[2], backoffs.get(event[1], event[2]))
                         continue
                     _replay(event, host_ref, ip_ref, host_open, ip_open)
                 recalled.torn_tail = lines.torn  # a kill cut the last write
@@ -126,6 +136,8 @@ class StartLog:
         # A clock set back since the stop makes times lie ahead: capped at now (the safe side).
         recalled.hosts = {h: min(t, now) for h, t in host_ref.items() if t > oldest}
         recalled.ips = {i: min(t, now) for i, t in ip_ref.items() if t > oldest}
+        # Back-offs lie ahead by nature; capped at the longest one this run allows.
+        recalled.backoffs = {h: min(t, now + self.ahead) for h, t in backoffs.items() if t > now}
         return recalled
 
     # -- writing ---------------------------------------------------------------------------
@@ -137,6 +149,9 @@ class StartLog:
 
     def hopped(self, host: str, ip: str, host_ref: float | None, ip_ref: float | None) -> None:
         self._append(["h", host, ip, _rounded(host_ref), _rounded(ip_ref)])
+
+    def backed_off(self, host: str, until: float) -> None:
+        self._append(["b", host, _rounded(until)])
 
     def _append(self, event: list[object]) -> None:
         if self._fd is None:
@@ -166,9 +181,11 @@ class StartLog:
         self,
         hosts: Iterable[tuple[str, str, float | None, bool]],
         ips: Iterable[tuple[str, float | None]],
+        backoffs: Iterable[tuple[str, float]] = (),
     ) -> None:
         """Replace the log by the heaps' state, then append to the new file: per IP
-        (ip, ip_ref), per host (name, ip, host_ref, in flight).
+        (ip, ip_ref), per host (name, ip, host_ref, in flight), per host backing off
+        (name, until).
 
         Written to a temporary file and renamed over the log: a kill leaves one or the
         other, both complete up to their last line.
@@ -183,6 +200,10 @@ class StartLog:
                 lines.append(["e", name, None, _rounded(h_ref), None])
             if flying:
                 lines.append(["s", name, ip])
+        now = self.wall()
+        for name, until in backoffs:
+            if until > now:
+                lines.append(["b", name, _rounded(until)])
         data = b"".join(json.dumps(line, separators=(",", ":")).encode() + b"\n" for line in lines)
         try:
             self._replace(data)
@@ -312,6 +333,12 @@ def _parse(line: bytes) -> list[Any] | None:
     if not isinstance(event, list) or not event:
         return None
     kind = event[0]
+    if kind == "b":
+        if (len(event) == 3 and isinstance(event[1], str)
+                and isinstance(event[2], (int, float)) and not isinstance(event[2], bool)
+                and math.isfinite(event[2])):  # fmt: skip
+            return event
+        return None
     if kind in ("s", "r"):
         if len(event) == 3 and isinstance(event[1], str) and isinstance(event[2], str):
             return event
@@ -349,6 +376,7 @@ class PolitenessMemory:
         offset = self._offset()
         self.hosts = {name: t - offset for name, t in recalled.hosts.items()}
         self.ips = {ip: t - offset for ip, t in recalled.ips.items()}
+        self.backoffs = {name: t - offset for name, t in recalled.backoffs.items()}
         self.applied = 0
         self.rewrite()
 
@@ -357,6 +385,10 @@ class PolitenessMemory:
         start = self.hosts.pop(host.name, None)
         if start is not None and start > host.last_start:
             host.last_start = start
+            self.applied += 1
+        until = self.backoffs.pop(host.name, None)
+        if until is not None and until > host.not_before:
+            host.not_before = until
             self.applied += 1
         self.apply_ip(host.ip)
 
@@ -381,6 +413,12 @@ class PolitenessMemory:
         self.log.hopped(host.name, ip, self._wall(host.hop_start),
                         self._wall(address.last_start if address else float("-inf")))  # fmt: skip
 
+    def backed_off(self, host: Host) -> None:
+        """``host`` waits until ``host.not_before`` (a 429 or 503): after a kill too."""
+        until = self._wall(host.not_before)
+        if until is not None:
+            self.log.backed_off(host.name, until)
+
     def ended(self, host: Host) -> None:
         address = self.polite.ips.get(host.ip)
         self.log.ended(host.name, host.ip, self._wall(host.last_start),
@@ -388,10 +426,13 @@ class PolitenessMemory:
 
     def tick(self) -> None:
         """Forget recalls whose delay has passed; compact the log once it is large."""
-        oldest = self.clock() - self.log.horizon
+        now = self.clock()
+        oldest = now - self.log.horizon
         for recalls in (self.hosts, self.ips):
             for key in [k for k, t in recalls.items() if t <= oldest]:
                 del recalls[key]
+        for key in [k for k, t in self.backoffs.items() if t <= now]:
+            del self.backoffs[key]
         if self.log.needs_rewrite():
             self.rewrite()
 
@@ -403,7 +444,11 @@ class PolitenessMemory:
                  for h in self.polite.hosts.values()]  # fmt: skip
         hosts += [(name, "", t + offset, False) for name, t in self.hosts.items()
                   if name not in self.polite.hosts]  # fmt: skip
-        self.log.rewrite(hosts, ips)
+        backoffs = [(h.name, h.not_before + offset) for h in self.polite.hosts.values()
+                    if h.not_before != float("-inf")]  # fmt: skip
+        backoffs += [(name, t + offset) for name, t in self.backoffs.items()
+                     if name not in self.polite.hosts]  # fmt: skip
+        self.log.rewrite(hosts, ips, backoffs)
 
     def close(self) -> None:
         try:
@@ -415,6 +460,7 @@ class PolitenessMemory:
         return {
             "recalled_hosts": len(self.loaded.hosts),
             "recalled_ips": len(self.loaded.ips),
+            "recalled_backoffs": len(self.loaded.backoffs),
             "in_flight_at_stop": self.loaded.in_flight,
             "damaged_lines": self.loaded.damaged_lines,
             "applied": self.applied,

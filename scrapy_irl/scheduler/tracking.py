@@ -7,6 +7,8 @@ from the response's arrival, which is certainly after its bytes reached the serv
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy.http import Request
@@ -16,6 +18,8 @@ from scrapy_irl.scheduler.politeness import Host
 
 if TYPE_CHECKING:
     from scrapy import Spider
+
+logger = logging.getLogger(__name__)
 
 
 class HandoutTracking:
@@ -40,6 +44,42 @@ class HandoutTracking:
         if robots_host is not None:  # our robots.txt fetch starts now
             self.polite.restarted(robots_host, self.clock(), host_too=False,
                                   hop=self.robots_host_delay)  # fmt: skip
+
+    def _downloaded(self, response: Any, request: Request, spider: Spider | None = None) -> None:
+        """The server's answer to a page this scheduler handed out: a 429 or 503
+        (``IRL_BACKOFF_HTTP_CODES``) makes its host wait (:mod:`scrapy_irl.scheduler.backoff`),
+        any other answer ends its run of them. Sent before request_left_downloader frees
+        the host, so the host re-enters its heap with the wait already set."""
+        entry = self._handed.get(id(request))
+        if entry is None:
+            return
+        host = entry.host
+        status = getattr(response, "status", None)
+        if not isinstance(status, int) or not self.backoff.applies(status):
+            host.backoff_streak = 0
+            return
+        host.backoff_streak += 1
+        headers = getattr(response, "headers", None)
+        retry_after = headers.get(b"Retry-After") if headers is not None else None
+        wait = self.backoff.wait(host.delay, host.backoff_streak, retry_after, time.time())
+        host.not_before = max(host.not_before, self.clock() + wait.seconds)
+        if self.memory is not None:
+            self.memory.backed_off(host)
+        if wait.source == "retry_after":
+            self.counts["backoff/retry_after"] += 1
+        else:
+            self.counts["backoff/exponential"] += 1
+        if wait.capped:
+            self.counts["backoff/retry_after_capped"] += 1
+        if wait.unreadable:
+            self.counts["backoff/retry_after_unreadable"] += 1
+        longest = self.counts["backoff/longest_wait"]
+        self.counts["backoff/longest_wait"] = max(longest, round(wait.seconds))
+        logger.debug("%(host)s answered %(status)d: its next request waits %(s).1f s "
+                     "(%(source)s, %(n)d in a row)",
+                     {"host": host.name, "status": status, "s": wait.seconds,
+                      "source": wait.source, "n": host.backoff_streak},
+                     extra={"spider": self.spider})  # fmt: skip
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
         entry = self._handed.pop(id(request), None)

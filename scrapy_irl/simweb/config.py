@@ -62,6 +62,9 @@ class WebConfig:
     #: The drip page sends one small chunk per ``drip_interval`` for at most ``drip_seconds``.
     drip_interval: float = 0.5
     drip_seconds: float = 20.0
+    #: ``Retry-After`` seconds sent with the 429 and 503 pages under ``/status/`` (0: no
+    #: header); the judge counts requests to such a host sooner than that after the answer.
+    retry_after: int = 10
 
     def __post_init__(self) -> None:
         if not MIN_PLDS <= self.plds <= MAX_PLDS:
@@ -70,6 +73,8 @@ class WebConfig:
             raise ValueError("spam_plds and blog_users must be >= 2")
         if self.spam_ips < 1:
             raise ValueError(f"spam_ips must be >= 1, got {self.spam_ips}")
+        if not 0 <= self.retry_after <= 86400:
+            raise ValueError(f"retry_after must be within 0..86400, got {self.retry_after}")
         if not 0 <= self.port < 65536:  # 0: the server picks a free port
             raise ValueError(f"port out of range: {self.port}")
         if not 0 <= self.loop_share <= 1:
@@ -119,4 +124,5 @@ class WebConfig:
     def from_json(cls, text: str) -> WebConfig:
         data = json.loads(text)
         known = {f.name for f in dataclasses.fields(cls)}
+        data.setdefault("retry_after", 0)  # a log recorded before the header was sent
         return cls(**{k: v for k, v in data.items() if k in known})

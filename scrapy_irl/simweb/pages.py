@@ -70,6 +70,8 @@ SPAM_WORDS = [
 REDIRECT_CHAIN_MAX = 20
 LONG_URL_MAX = 16000
 ERROR_STATUSES = (400, 403, 404, 410, 429, 500, 502, 503)
+#: Statuses whose /status/ page carries ``Retry-After: <config.retry_after>``.
+RETRY_AFTER_STATUSES = (429, 503)
 REASONS = {
     200: "OK", 301: "Moved Permanently", 302: "Found", 400: "Bad Request", 403: "Forbidden",
     404: "Not Found", 410: "Gone", 414: "URI Too Long", 421: "Misdirected Request",
@@ -267,6 +269,9 @@ def legit(web: Web, host: Host, path: str, query: str) -> Reply:
         return Reply(200, b'{"links": ["/p/1.html"]}', "application/json")
     if head == "status" and len(parts) == 3:
         code = _int(parts[2])
+        if code in RETRY_AFTER_STATUSES and web.config.retry_after:
+            return Reply(code, error(code).body,
+                         headers=[("Retry-After", str(web.config.retry_after))])  # fmt: skip
         return error(code) if code in ERROR_STATUSES else error(404)
     if head == "redirect":
         return redirects(web, host, parts[2:])

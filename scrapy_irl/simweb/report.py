@@ -15,6 +15,9 @@ printed, are in ``docs/simweb.rst``; in short:
   robots.txt through, scrapy-irl's does not by default). A request "breaks tau" when it
   starts less than tau after the previous one; a Crawl-delay is broken likewise, counted
   from the host's previous request, robots.txt included.
+* *Retry-After violations*: requests to a host that start after its 429 or 503 page
+  (``/status/...``, sent with ``Retry-After``) was complete and less than that many
+  seconds after it.
 * *Spearman*: rank correlation, over every PLD of the model, of true PLD in-degree with
   pages fetched from the PLD; *top coverage*: share of the ``--top`` highest in-degree PLDs
   with at least ``--min-pages`` pages.
@@ -36,11 +39,14 @@ import numpy as np
 from scrapy_irl.simweb.config import WebConfig
 from scrapy_irl.simweb.log import LogRecord, read_log
 from scrapy_irl.simweb.model import Web, web_for
+from scrapy_irl.simweb.pages import RETRY_AFTER_STATUSES
 from scrapy_irl.simweb.robots_truth import RobotsTruth
 
 ROBOTS_PATH = "/robots.txt"
 DEFAULT_TAU_H = 2.0
 DEFAULT_TAU_S = 0.5
+#: Log times are rounded to microseconds: a request this much early is not counted.
+RETRY_AFTER_SLACK = 0.001
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -81,6 +87,18 @@ def _gaps(times_by_key: dict[str, list[float]], tau: float) -> tuple[float | Non
     return smallest, broken
 
 
+def _inside_a_pause(holds: dict[str, list[tuple[float, float]]], host: str, start: float) -> bool:
+    """Whether a request to ``host`` at ``start`` falls in a pause one of its answers
+    asked for: after that answer was complete (only then could its header be read), less
+    than its Retry-After later. Pauses over by ``start`` are dropped (starts come sorted)."""
+    live = [(end, until) for end, until in holds[host] if until - RETRY_AFTER_SLACK > start]
+    if live:
+        holds[host] = live
+    else:
+        del holds[host]
+    return any(end <= start for end, _ in live)
+
+
 def _canonical(target: str) -> str:
     path, _, query = target.partition("?")
     kept = [p for p in query.split("&") if p and not p.startswith("sid=")]
@@ -111,8 +129,17 @@ def judge(
     pages_per_pld: Counter[int] = Counter()
     violations = before_robots = on_robots_5xx = crawl_delay_broken = misdirected = 0
     last_on_host: dict[str, float] = {}
+    retry_after = web.config.retry_after
+    holds: dict[str, list[tuple[float, float]]] = defaultdict(list)  # host -> (end, until)
+    retry_after_broken = 0
     for r in records:
         statuses[f"{r.status // 100}xx"] += 1
+        if r.host in holds:
+            retry_after_broken += _inside_a_pause(holds, r.host, r.start)
+        if (retry_after and r.status in RETRY_AFTER_STATUSES
+                and r.target.startswith("/status/")):  # fmt: skip
+            end = r.start + r.duration
+            holds[r.host].append((end, end + retry_after))
         ip_times[r.ip].append(r.start)
         if r.status == 421:  # not served as that host: load on the IP only
             misdirected += 1
@@ -180,6 +207,7 @@ def judge(
         "requests_before_robots": before_robots,
         "requests_on_robots_5xx_hosts": on_robots_5xx,
         "crawl_delay_violations": crawl_delay_broken,
+        "retry_after_violations": retry_after_broken,
         "tau_h": tau_h,
         "tau_s": tau_s,
         "min_gap_per_host_s": _round(min_gap_host),
@@ -230,6 +258,7 @@ def format_table(result: dict[str, Any]) -> str:
         ("requests before host's robots", result["requests_before_robots"]),
         ("requests on robots-5xx hosts", result["requests_on_robots_5xx_hosts"]),
         ("Crawl-delay violations", result["crawl_delay_violations"]),
+        ("Retry-After violations", result.get("retry_after_violations", 0)),
         ("min gap per host (s)", result["min_gap_per_host_s"]),
         (f"requests breaking tau_h={result['tau_h']}s", result["broke_tau_h"]),
         ("min gap per IP (s)", result["min_gap_per_ip_s"]),

@@ -93,6 +93,38 @@ def test_hand_made_log(web: Web) -> None:
     assert r["hosts_fetched"] == 4
 
 
+def test_retry_after_violations_count_requests_sent_too_soon_after_the_answer(web: Web) -> None:
+    host = _legit(web)
+    ip = web.resolve(host.name)
+    wait = CONFIG.retry_after
+    rows = [
+        # start, target, status, duration
+        (0.0, "/status/503", 503, 0.5),  # complete at 0.5: the host waits until 0.5 + wait
+        (0.2, "/", 200, 0.1),  # sent before the answer was complete: not counted
+        (0.5 + wait - 1, "/p/2.html", 200, 0.1),  # too soon
+        (0.5 + wait + 0.01, "/status/429", 429, 0.0),  # after the wait; a new one starts
+        (0.5 + wait + 1, "/robots.txt", 200, 0.0),  # too soon, robots.txt included
+        (0.5 + 2 * wait + 0.02, "/p/3.html", 200, 0.0),
+        (0.5 + 2 * wait + 0.03, "/status/500", 500, 0.0),  # no Retry-After on a 500
+        (0.5 + 2 * wait + 0.04, "/p/4.html", 200, 0.0),
+    ]
+    records = [LogRecord(1000 + t, ip, host.name, p, st, 10, d) for t, p, st, d in rows]
+    assert judge(records, web)["retry_after_violations"] == 2
+    # overlapping answers (a crawler with several requests to a host at once)
+    overlapping = [(0.0, "/status/503", 503, 20.0), (1.0, "/status/429", 429, 0.1),
+                   (1.2 + wait, "/p/5.html", 200, 0.0),  # the 429's pause is over, the 503 not sent yet
+                   (25.0, "/status/503", 503, 0.0),  # inside the first 503's pause (20-30)
+                   (25.5, "/status/429", 429, 1.0),  # likewise
+                   (31.0, "/p/6.html", 200, 0.0)]  # inside the pause of the 503 of 25.0  # fmt: skip
+    records = [LogRecord(1000 + t, ip, host.name, p, st, 10, d) for t, p, st, d in overlapping]
+    assert judge(records, web)["retry_after_violations"] == 3
+    header = json.loads(CONFIG.to_json())
+    del header["retry_after"]
+    old_log = WebConfig.from_json(json.dumps(header))
+    assert old_log.retry_after == 0  # recorded before the header existed: nothing to judge
+    assert judge(records, web_for(old_log))["retry_after_violations"] == 0
+
+
 def test_coverage_and_correlation(web: Web) -> None:
     order = sorted(
         range(len(web.plds)), key=lambda i: (-web.in_degree[i], web.plds[i].name)

@@ -152,6 +152,16 @@ def test_bad_input_catalogue(
         assert headers["content-type"] == ctype
 
 
+def test_429_and_503_pages_ask_to_retry_after_the_configured_seconds(simweb: RunningWeb) -> None:
+    host = _host(simweb)
+    wanted = str(simweb.config.retry_after)
+    assert simweb.config.retry_after > 0
+    for code in (429, 503):
+        status, headers, _ = simweb.get(host.name, f"/status/{code}")
+        assert (status, headers.get("retry-after")) == (code, wanted)
+    assert "retry-after" not in simweb.get(host.name, "/status/500")[1]
+
+
 def test_redirect_chain_loop_and_cross_host(simweb: RunningWeb) -> None:
     host = _host(simweb)
     hops, target = 0, "/redirect/chain/4"

@@ -1,0 +1,384 @@
+"""Server back-off: a 429 or 503 makes its host wait (IRL_BACKOFF_HTTP_CODES, IRL_BACKOFF_MAX).
+
+Unit tests of the wait (Retry-After in seconds or as a date, doubling without it, the
+cap), of the host heap holding a backed-off host, and of the politeness log keeping the
+wait across a restart; crawls against a loopback server measure the gaps it sees.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.settings import Settings
+
+from scrapy_irl import config
+from scrapy_irl.scheduler.backoff import BackoffPolicy, parse_retry_after
+from scrapy_irl.scheduler.politeness import Politeness
+from scrapy_irl.scheduler.start_log import PolitenessMemory, StartLog
+from tests.loopback_site import LoopbackServer, send_answer, serving
+from tests.scheduler.test_unusual_requests import crawl
+
+NOW = 1_800_000_000.0
+
+
+# -- the wait ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (b"120", 120.0),
+        (" 7 ", 7.0),
+        (b"1.5", 1.5),  # not RFC 9110's grammar, but sent by some servers
+        (b"-3", 0.0),
+        (formatdate(NOW + 90, usegmt=True).encode(), 90.0),  # IMF-fixdate
+        (formatdate(NOW - 90, usegmt=True).encode(), 0.0),  # a date past: no extra wait
+        (time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(NOW + 30)).encode(), 30.0),  # asctime
+        (None, None),
+        (b"", None),
+        (b"soon", None),
+        (b"nan", None),
+        (b"inf", None),
+        (b"9" * 65, None),  # longer than any real value: not parsed
+        (b"\xff\xfe", None),
+        (b"\xb2", None),  # Latin-1 superscript two: str.isdigit() says yes, int() says no
+        (b"1e3", None),
+        (b"+5", None),
+        (b"Sunday, 06-Nov-94 08:49:37 GMT", 0.0),  # RFC 850, obsolete but allowed; past
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_an_http_date(
+    value: bytes | str | None, seconds: float | None
+) -> None:
+    assert parse_retry_after(value, NOW) == seconds
+
+
+def test_without_retry_after_the_wait_doubles_from_tau_h_up_to_the_maximum() -> None:
+    policy = BackoffPolicy(frozenset({429, 503}), maximum=20.0, max_factor=64)
+    waits = [policy.wait(2.0, k, None, NOW) for k in range(1, 7)]
+    assert [w.seconds for w in waits] == [2.0, 4.0, 8.0, 16.0, 20.0, 20.0]
+    assert {w.source for w in waits} == {"exponential"}
+    assert not any(w.capped or w.unreadable for w in waits)
+    assert policy.wait(2.0, 5000, None, NOW).seconds == 20.0  # no overflow, however long
+
+
+def test_the_doubling_stops_at_max_factor_times_tau_h() -> None:
+    policy = BackoffPolicy(frozenset({503}), maximum=600.0, max_factor=4)
+    assert [policy.wait(3.0, k, None, NOW).seconds for k in range(1, 6)] == [3, 6, 12, 12, 12]
+    assert BackoffPolicy().max_factor == 16 and BackoffPolicy().maximum == 120
+    with pytest.raises(ValueError, match="IRL_BACKOFF_MAX_FACTOR"):
+        BackoffPolicy(max_factor=0.5)
+
+
+def test_retry_after_is_honoured_within_tau_h_and_the_maximum() -> None:
+    policy = BackoffPolicy(frozenset({503}), maximum=60.0)
+    asked = policy.wait(2.0, 1, b"30", NOW)
+    assert (asked.seconds, asked.source, asked.capped) == (30.0, "retry_after", False)
+    assert policy.wait(2.0, 1, b"0", NOW).seconds == 2.0  # never sooner than tau_h
+    capped = policy.wait(2.0, 1, b"86400", NOW)
+    assert (capped.seconds, capped.capped) == (60.0, True)
+    garbled = policy.wait(2.0, 3, b"tomorrow", NOW)  # falls back to doubling, counted
+    assert (garbled.seconds, garbled.source, garbled.unreadable) == (8.0, "exponential", True)
+    assert policy.applies(503) and not policy.applies(429) and not policy.applies(200)
+
+
+@pytest.mark.parametrize(
+    ("codes", "maximum", "message"),
+    [
+        ("429,abc", 600, "IRL_BACKOFF_HTTP_CODES"),
+        ([429, 5030], 600, "IRL_BACKOFF_HTTP_CODES"),
+        ([True], 600, "IRL_BACKOFF_HTTP_CODES"),
+        ({"429": 1}, 600, "IRL_BACKOFF_HTTP_CODES"),
+        ([429], -1, "IRL_BACKOFF_MAX"),
+    ],
+)
+def test_bad_settings_are_refused_by_name(codes: Any, maximum: float, message: str) -> None:
+    settings = Settings({"IRL_BACKOFF_HTTP_CODES": codes, "IRL_BACKOFF_MAX": maximum})
+    with pytest.raises(ValueError, match=message):
+        BackoffPolicy.from_values(
+            config.getintlist(settings, "IRL_BACKOFF_HTTP_CODES"),
+            config.getfloat(settings, "IRL_BACKOFF_MAX", minimum=0),
+        )
+
+
+def test_codes_may_be_given_as_a_comma_separated_string_or_emptied() -> None:
+    assert config.getintlist(Settings({"IRL_BACKOFF_HTTP_CODES": "429, 503"}),
+                             "IRL_BACKOFF_HTTP_CODES") == [429, 503]  # fmt: skip
+    assert config.getintlist(Settings({"IRL_BACKOFF_HTTP_CODES": []}),
+                             "IRL_BACKOFF_HTTP_CODES") == []  # fmt: skip
+
+
+# -- the host heap ----------------------------------------------------------------------
+def test_a_backed_off_host_is_not_handed_out_before_its_wait_ends() -> None:
+    polite = Politeness(max_in_flight_per_ip=1)
+    host = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    other = polite.add_host("b.test", "10.0.0.1", 1.0, 0.1)
+    for name in ("a.test", "a.test", "b.test"):
+        polite.push(name, name)
+    assert polite.pop(0.0) == (host, "a.test")
+    host.not_before = 10.0  # what the scheduler sets on a 429/503 before freeing the host
+    polite.finished(host, 0.5)
+    assert polite.pop(1.0) == (other, "b.test")  # the IP serves its other host meanwhile
+    polite.finished(other, 1.1)
+    assert polite.pop(5.0) is None and polite.next_due() == 10.0
+    assert polite.pop(10.0) == (host, "a.test")
+
+
+def test_a_backed_off_host_is_not_forgotten_before_its_wait_ends() -> None:
+    polite = Politeness()
+    host = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    polite.push("a.test", 1)
+    polite.pop(0.0)
+    host.not_before = 30.0
+    polite.finished(host, 0.2)
+    assert polite.forget_idle(5.0) == 0 and "a.test" in polite.hosts
+    assert polite.forget_idle(30.0) == 1
+
+
+# -- across a restart -------------------------------------------------------------------
+class _Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _remembering(path: Path, wall: _Clock, mono: _Clock) -> tuple[Politeness, PolitenessMemory]:
+    """Heaps and their politeness log, as a JOBDIR run opens them (back-offs up to 600 s)."""
+    polite = Politeness()
+    return polite, PolitenessMemory(StartLog(path, horizon=10, ahead=600, wall=wall), polite, mono)
+
+
+def test_a_back_off_is_kept_across_a_kill_and_capped_at_the_maximum(tmp_path: Path) -> None:
+    wall, mono = _Clock(NOW), _Clock(100.0)
+    path = tmp_path / "politeness.log"
+    polite, memory = _remembering(path, wall, mono)
+    waiting = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    waiting.not_before = 100.0 + 300  # Retry-After: 300
+    memory.backed_off(waiting)
+    greedy = polite.add_host("b.test", "10.0.0.2", 1.0, 0.1)
+    greedy.not_before = 100.0 + 5000
+    memory.backed_off(greedy)
+    # kill -9: no close, no rewrite; a torn and a damaged line follow
+    with open(path, "ab") as f:
+        f.write(b'["b","c.test",1e999]\n["b","d.test"]\n["b","e.te')
+    wall.t, mono.t = NOW + 60, 7.0  # the next run, a minute later, a new monotonic clock
+    fresh = Politeness()
+    log = StartLog(path, horizon=10, ahead=600, wall=wall)
+    recalled = log.load()
+    assert recalled.backoffs == {"a.test": NOW + 300, "b.test": NOW + 60 + 600}
+    assert recalled.damaged_lines == 2
+    memory = PolitenessMemory(log, fresh, mono)
+    again = fresh.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    memory.apply(again)
+    assert again.not_before == pytest.approx(7.0 + 240)  # the 4 minutes left of its wait
+    assert memory.stats()["recalled_backoffs"] == 2
+
+
+def test_a_rewrite_keeps_only_back_offs_still_running(tmp_path: Path) -> None:
+    wall, mono = _Clock(NOW), _Clock(50.0)
+    path = tmp_path / "politeness.log"
+    polite, memory = _remembering(path, wall, mono)
+    running = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    running.not_before = 50.0 + 100
+    over = polite.add_host("b.test", "10.0.0.1", 1.0, 0.1)
+    over.not_before = 50.0 - 1
+    memory.close()  # a graceful stop rewrites the log from the heaps
+    assert b'"b","a.test"' in path.read_bytes() and b'"b.test"' not in path.read_bytes()
+    recalled = StartLog(path, horizon=10, ahead=600, wall=wall).load()
+    assert recalled.backoffs == {"a.test": pytest.approx(NOW + 100)}
+
+
+# -- crawls: the server measures ------------------------------------------------------------
+class _ScriptedHandler(BaseHTTPRequestHandler):
+    server: _ScriptedSite
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.log.append((time.monotonic(), self.path))
+            script = self.server.script.get(self.path)
+            status, headers = script.pop(0) if script else (200, {})
+        send_answer(self, status, b"<html><body>a page</body></html>", headers=headers)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _ScriptedSite(LoopbackServer):
+    """Answers each path from its script (status, headers) in order, then 200."""
+
+    def __init__(self, script: dict[str, list[tuple[int, dict[str, str]]]]) -> None:
+        super().__init__(_ScriptedHandler)
+        self.script = script
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, str]] = []
+
+
+def _gap_after(log: list[tuple[float, str]], index: int) -> float:
+    return log[index + 1][0] - log[index][0]
+
+
+RETRY = {"RETRY_ENABLED": True, "RETRY_TIMES": 3}
+
+
+def test_retry_after_of_a_503_holds_the_hosts_next_request(tmp_path: Path) -> None:
+    site = _ScriptedSite({"/a": [(503, {"Retry-After": "2"})]})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/a"}, {"url": f"{site.base_url}/b"}],
+                      tmp_path, **RETRY)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert site.log[0][1] == "/a" and sorted(p for _, p in site.log[1:]) == ["/a", "/b"]
+    assert _gap_after(site.log, 0) >= 2.0, site.log  # tau_h is 0.1 s here
+    assert stats["irl_sched/backoff/retry_after"] == 1
+
+
+def test_a_host_that_keeps_answering_429_is_asked_exponentially_less_often(
+    tmp_path: Path,
+) -> None:
+    site = _ScriptedSite({"/a": [(429, {})] * 3})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/a"}], tmp_path, IRL_HOST_DELAY=0.3,
+                      IRL_HOST_DELAY_MIN=0.3, **RETRY)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert [p for _, p in site.log] == ["/a"] * 4
+    gaps = [_gap_after(site.log, i) for i in range(3)]
+    assert gaps[0] >= 0.3 and gaps[1] >= 0.6 and gaps[2] >= 1.2, gaps
+    assert stats["irl_sched/backoff/exponential"] == 3
+
+
+def test_a_huge_retry_after_is_capped(tmp_path: Path) -> None:
+    site = _ScriptedSite({"/a": [(503, {"Retry-After": "86400"})]})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/a"}], tmp_path, IRL_BACKOFF_MAX=1.0, **RETRY)
+    assert stats["finish_reason"] == "finished"
+    assert len(site.log) == 2 and 1.0 <= _gap_after(site.log, 0) < 5.0, site.log
+    assert stats["irl_sched/backoff/retry_after_capped"] == 1
+
+
+def test_an_empty_code_list_turns_back_off_off(tmp_path: Path) -> None:
+    site = _ScriptedSite({"/a": [(503, {"Retry-After": "2"})]})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/a"}], tmp_path, IRL_BACKOFF_HTTP_CODES=[],
+                      **RETRY)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert len(site.log) == 2 and _gap_after(site.log, 0) < 1.5, site.log
+    assert not any(key.startswith("irl_sched/backoff/") for key in stats)
+
+
+# -- the scheduler's side: the answer, the log, robots.txt redirect hops -------------------
+@pytest.fixture
+def opened_scheduler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """An opened IrlScheduler on a JOBDIR, with its own clock and a recorded callLater."""
+    from twisted.internet import reactor
+
+    from tests.scheduler.test_scheduler_lifecycle import opened
+
+    calls: list[tuple[float, Any]] = []
+
+    def call_later(delay: float, f: Any, *args: Any, **kwargs: Any) -> _Call:
+        calls.append((delay, f))
+        return _Call()
+
+    # only while it opens (pytest-twisted runs the test itself through callLater)
+    with monkeypatch.context() as patch:
+        patch.setattr(reactor, "callLater", call_later)
+        scheduler = opened(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
+                           IRL_HOST_DELAY=2.0, IRL_HOST_DELAY_MIN=2.0, IRL_POLITENESS_MARGIN=0.0)  # fmt: skip
+    scheduler._call_later = call_later
+    clock = _Clock(1000.0)
+    scheduler.clock = scheduler.memory.clock = clock
+    scheduler.test_clock, scheduler.test_calls = clock, calls
+    try:
+        yield scheduler
+    finally:
+        scheduler.close("finished")
+
+
+class _Call:
+    def active(self) -> bool:
+        return True
+
+    def cancel(self) -> None:
+        pass
+
+
+def _answer(scheduler: Any, host: Any, status: int, headers: dict[str, str] | None = None) -> None:
+    """Hand out a page of ``host`` and deliver the server's answer, as the signals do."""
+    from scrapy import Request
+    from scrapy.http import Response
+
+    from scrapy_irl.scheduler.items import Handout
+
+    request = Request(f"http://{host.name}/page")
+    scheduler._handed[id(request)] = Handout(host, scheduler.clock(), None, request)
+    scheduler._downloaded(Response(request.url, status=status, headers=headers), request)
+    del scheduler._handed[id(request)]
+
+
+def test_any_other_answer_ends_the_run_of_429s(opened_scheduler: Any) -> None:
+    scheduler, clock = opened_scheduler, opened_scheduler.test_clock
+    host = scheduler._add_host("a.test", "10.0.0.1", None)
+    waits = []
+    for status in (429, 429, 200, 429):
+        _answer(scheduler, host, status)
+        waits.append(host.not_before - clock())
+        clock.t = max(clock.t, host.not_before) + 0.5  # the next request, after the wait
+    assert host.delay == pytest.approx(2.0)
+    assert waits[0] == pytest.approx(2.0) and waits[1] == pytest.approx(4.0)
+    assert waits[3] == pytest.approx(2.0)  # not 8 s: the 200 between started the count again
+    assert scheduler.counts["backoff/exponential"] == 3
+
+
+def test_each_back_off_reaches_the_politeness_log_at_once(opened_scheduler: Any) -> None:
+    scheduler = opened_scheduler
+    host = scheduler._add_host("a.test", "10.0.0.1", None)
+    _answer(scheduler, host, 503, {"Retry-After": "30"})
+    log = scheduler.path / "politeness.log"
+    backoffs = [line for line in map(json.loads, log.read_text().splitlines()) if line[0] == "b"]
+    # read as a restart after a kill -9 would, right now: 30 s to go
+    recalled = StartLog(log, horizon=10, ahead=scheduler.backoff.maximum).load()
+    assert [b[1] for b in backoffs] == ["a.test"]
+    assert recalled.backoffs["a.test"] == pytest.approx(time.time() + 30, abs=2.0)
+    assert scheduler.counts["backoff/retry_after"] == 1
+
+
+def test_a_robots_txt_hop_to_a_backed_off_host_does_not_hold_its_ip(opened_scheduler: Any) -> None:
+    """Booked at once, the hop would take its IP until the back-off is over, and every
+    other host of the IP would wait with it (found by review, 2026-11-27)."""
+    scheduler, clock = opened_scheduler, opened_scheduler.test_clock
+    backing_off = scheduler._add_host("a.test", "10.0.0.1", None)
+    neighbour = scheduler._add_host("b.test", "10.0.0.1", None)
+    backing_off.not_before = clock() + 100
+    gate = scheduler._hop_when_due(backing_off, "http://a.test/robots.txt")
+    assert not gate.called and "http://a.test/robots.txt" not in scheduler._hop_claims
+    assert (100.0, scheduler._grant_hops) in scheduler.test_calls  # tried again at the end
+    scheduler.polite.push("b.test", "page of b")
+    clock.t += 1
+    assert scheduler.polite.pop(clock()) == (neighbour, "page of b")  # the IP serves b
+    scheduler.polite.finished(neighbour, clock())
+    clock.t = backing_off.not_before
+    scheduler._grant_hops()
+    assert "http://a.test/robots.txt" in scheduler._hop_claims  # booked once the wait is over
+
+
+@pytest.mark.slow
+def test_a_restart_waits_out_the_back_off_of_the_run_before(tmp_path: Path) -> None:
+    """The retry of a 503 page is still queued when the crawl stops; the next run on the
+    JOBDIR must not send it before the server's Retry-After is over."""
+    site = _ScriptedSite({"/a": [(503, {"Retry-After": "15"})]})
+    job = {"JOBDIR": str(tmp_path / "job"), **RETRY}
+    with serving(site):
+        first = crawl([{"url": f"{site.base_url}/a"}], tmp_path, CLOSESPIDER_TIMEOUT=3, **job)
+        assert [p for _, p in site.log] == ["/a"] and first["finish_reason"] == "closespider_timeout"
+        second = crawl([{"url": f"{site.base_url}/a"}], tmp_path, **job)
+    assert second["finish_reason"] == "finished"
+    assert [p for _, p in site.log] == ["/a", "/a"]
+    assert _gap_after(site.log, 0) >= 15.0, site.log
+    assert second["irl_sched/politeness_log/recalled_backoffs"] == 1
