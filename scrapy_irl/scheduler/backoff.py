@@ -20,7 +20,6 @@ Pure functions of numbers and header bytes; no Scrapy, no clock.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
@@ -85,11 +84,6 @@ class BackoffPolicy:
         bad = [s for s in self.statuses if not 100 <= s <= 599]
         if bad:
             raise ValueError(f"IRL_BACKOFF_HTTP_CODES must be HTTP statuses, got {bad}")
-
-    @classmethod
-    def from_values(cls, statuses: Iterable[int], maximum: float,
-                    max_factor: float = 16.0) -> BackoffPolicy:  # fmt: skip
-        return cls(frozenset(statuses), maximum, max_factor)
 
     def applies(self, status: int) -> bool:
         return status in self.statuses

@@ -275,8 +275,9 @@ class Routing:
         if record is None:
             return False
         backlog = max(self.polite.backlog_seconds(record), waiting * record.delay)
-        # a host backing off (a 429 or 503) gets to none of its queue before the wait ends
-        backlog += max(0.0, record.not_before - self.clock())
+        if record.not_before > float("-inf"):
+            # a host backing off (a 429 or 503) gets to none of its queue before the wait ends
+            backlog += max(0.0, record.not_before - self.clock())
         if backlog < self.backlog_seconds:
             return False
         self.beast.park(item.record)

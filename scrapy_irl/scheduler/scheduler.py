@@ -197,8 +197,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0)
         self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT", above=0)
         self.robots_host_delay = config.getbool(settings, "IRL_ROBOTS_HOST_DELAY")
-        self.backoff = BackoffPolicy.from_values(
-            config.getintlist(settings, "IRL_BACKOFF_HTTP_CODES"),
+        self.backoff = BackoffPolicy(
+            frozenset(config.getintlist(settings, "IRL_BACKOFF_HTTP_CODES")),
             config.getfloat(settings, "IRL_BACKOFF_MAX", minimum=0),
             config.getfloat(settings, "IRL_BACKOFF_MAX_FACTOR", minimum=1),
         )

@@ -54,14 +54,12 @@ class HandoutTracking:
         if entry is None:
             return
         host = entry.host
-        status = getattr(response, "status", None)
-        if not isinstance(status, int) or not self.backoff.applies(status):
+        if not self.backoff.applies(response.status):
             host.backoff_streak = 0
             return
         host.backoff_streak += 1
-        headers = getattr(response, "headers", None)
-        retry_after = headers.get(b"Retry-After") if headers is not None else None
-        wait = self.backoff.wait(host.delay, host.backoff_streak, retry_after, time.time())
+        wait = self.backoff.wait(host.delay, host.backoff_streak,
+                                 response.headers.get(b"Retry-After"), time.time())  # fmt: skip
         host.not_before = max(host.not_before, self.clock() + wait.seconds)
         if self.memory is not None:
             self.memory.backed_off(host)
@@ -77,7 +75,7 @@ class HandoutTracking:
         self.counts["backoff/longest_wait"] = max(longest, round(wait.seconds))
         logger.debug("%(host)s answered %(status)d: its next request waits %(s).1f s "
                      "(%(source)s, %(n)d in a row)",
-                     {"host": host.name, "status": status, "s": wait.seconds,
+                     {"host": host.name, "status": response.status, "s": wait.seconds,
                       "source": wait.source, "n": host.backoff_streak},
                      extra={"spider": self.spider})  # fmt: skip
 

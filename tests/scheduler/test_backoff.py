@@ -101,8 +101,8 @@ def test_retry_after_is_honoured_within_tau_h_and_the_maximum() -> None:
 def test_bad_settings_are_refused_by_name(codes: Any, maximum: float, message: str) -> None:
     settings = Settings({"IRL_BACKOFF_HTTP_CODES": codes, "IRL_BACKOFF_MAX": maximum})
     with pytest.raises(ValueError, match=message):
-        BackoffPolicy.from_values(
-            config.getintlist(settings, "IRL_BACKOFF_HTTP_CODES"),
+        BackoffPolicy(
+            frozenset(config.getintlist(settings, "IRL_BACKOFF_HTTP_CODES")),
             config.getfloat(settings, "IRL_BACKOFF_MAX", minimum=0),
         )
 
