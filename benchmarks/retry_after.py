@@ -1,25 +1,33 @@
 #!/usr/bin/env python3
-"""A site that answers "come back later": stock Scrapy against scrapy-irl's server back-off.
+"""A site that answers "come back later", or not at all: stock Scrapy against scrapy-irl's
+server back-off.
 
     python benchmarks/retry_after.py                    # 64 pages, Retry-After: 2
     python benchmarks/retry_after.py --pages 200 --retry-after 5 --runs 3
 
 One loopback host serves ``/page/<n>`` (page n links to 2n and 2n+1, so the crawl goes
 level by level). Every fourth page (n % 4 == 1) answers its first two requests with 503
-and ``Retry-After``; every fourth other one (n % 4 == 3) with 429 and no header; after
-that each answers 200, so with Scrapy's two retries every page is fetched in the end.
-The server logs each request and judges, per crawl:
+and ``Retry-After``; every fourth other one (n % 4 == 3) with 429 and no header; and
+pages n % 4 == 2 close the connection of their first two requests without a byte of
+answer (a server that is down or drowning); after that each answers 200, so with
+Scrapy's two retries every page is fetched in the end. The server logs each request and
+judges, per crawl:
 
 * *Retry-After violations*: requests to the host that started after a 503 answer was
   complete and less than its ``Retry-After`` later (the server asked for that pause);
 * *requests within tau after a 429*: requests that started less than ``--tau`` after a
   header-less 429 was complete (no rule was given; a polite crawler at least slows down);
+* *requests within 2 tau after no answer*: requests that started less than 2 x ``--tau``
+  after a connection was closed unanswered (Polybot section 3.4: a host that does not
+  respond waits "for some time, and for an even longer time if it is down on the second
+  try"; the IRL scheduler's first wait is 2 tau_h);
 * pages fetched (all must be), requests, and the crawl's ``elapsed_time_seconds``.
 
 Crawls, interleaved run by run: ``stock`` (Scrapy's defaults: eight requests at once per
 domain, retries sent at once), ``stock-delay`` (``DOWNLOAD_DELAY`` = ``--tau``, one request
 at a time: a polite stock setup at the IRL crawl's pace) and ``irl`` (the add-on with
-tau_h = ``--tau``, :confval:`IRL_BACKOFF_HTTP_CODES` at its default).
+tau_h = ``--tau``, :confval:`IRL_BACKOFF_HTTP_CODES` and
+:confval:`IRL_BACKOFF_ON_DOWNLOAD_ERROR` at their defaults).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from tests.crawl_runner import crawl_in_subprocess  # noqa: E402
 from tests.loopback_site import LoopbackServer, send_answer, serving  # noqa: E402
 
 REFUSALS = 2  # answers before a page gives 200 (Scrapy retries twice by default)
+NO_ANSWER = 0  # the status logged for a connection closed unanswered
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -57,9 +66,11 @@ class _Handler(BaseHTTPRequestHandler):
         n = int(parts[1])
         with site.lock:
             site.hits[n] = seen = site.hits.get(n, 0) + 1
-        if n < site.pages and seen <= REFUSALS and n % 4 in (1, 3):
+        if n < site.pages and seen <= REFUSALS and n % 4 in (1, 2, 3):
             if n % 4 == 1:
                 self._answer(503, {"Retry-After": str(site.retry_after)}, b"busy", start)
+            elif n % 4 == 2:
+                self._drop(start)
             else:
                 self._answer(429, {}, b"slow down", start)
             return
@@ -71,6 +82,12 @@ class _Handler(BaseHTTPRequestHandler):
         send_answer(self, status, body, headers=headers)
         with self.server.lock:
             self.server.log.append((start, time.monotonic(), self.path, status))
+
+    def _drop(self, start: float) -> None:
+        """Close the connection without answering (logged with status 0)."""
+        self.close_connection = True
+        with self.server.lock:
+            self.server.log.append((start, time.monotonic(), self.path, NO_ANSWER))
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -98,17 +115,21 @@ def judge(log: list[tuple[float, float, str, int]], retry_after: float, tau: flo
     # Scrapy sends eight at once), so any earlier answer can be the one a request ignores
     pauses: list[tuple[float, float]] = []
     slows: list[tuple[float, float]] = []
-    broken = hasty = 0
+    silences: list[tuple[float, float]] = []
+    broken = hasty = pressing = 0
     for start, end, _, status in log:
         broken += any(done <= start < until for done, until in pauses)
         hasty += any(done <= start < until for done, until in slows)
+        pressing += any(done <= start < until for done, until in silences)
         if status == 503:
             pauses.append((end, end + retry_after))
         elif status == 429:
             slows.append((end, end + tau))
+        elif status == NO_ANSWER:
+            silences.append((end, end + 2 * tau))
     pages = len({path for _, _, path, status in log if status == 200})
     return {"requests": len(log), "pages": pages, "retry_after_violations": broken,
-            "within_tau_after_429": hasty}  # fmt: skip
+            "within_tau_after_429": hasty, "within_2tau_after_no_answer": pressing}  # fmt: skip
 
 
 def plans(tau: float) -> dict[str, dict[str, Any]]:
@@ -155,15 +176,16 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
                 result = judge(list(site.log), args.retry_after, args.tau)
                 result["seconds"] = round(stats["elapsed_time_seconds"], 2)
                 results[name].append(result)
-    refusing = sum(1 for n in range(1, args.pages) if n % 4 in (1, 3))
+    refusing = sum(1 for n in range(1, args.pages) if n % 4 in (1, 2, 3))
     print(f"{args.pages - 1} pages from /page/1, {refusing} of them refuse twice first "
-          f"(503 with Retry-After: {args.retry_after}, 429 without); tau = {args.tau} s; "
-          f"{args.runs} run(s), medians")
-    keys = ("pages", "requests", "retry_after_violations", "within_tau_after_429", "seconds")
-    print(f"{'':<24}" + "".join(f"{name:>13}" for name in results))
+          f"(503 with Retry-After: {args.retry_after}, 429 without, or no answer); "
+          f"tau = {args.tau} s; {args.runs} run(s), medians")
+    keys = ("pages", "requests", "retry_after_violations", "within_tau_after_429",
+            "within_2tau_after_no_answer", "seconds")
+    print(f"{'':<28}" + "".join(f"{name:>13}" for name in results))
     for key in keys:
         cells = "".join(f"{statistics.median(r[key] for r in runs):>13g}" for runs in results.values())
-        print(f"{key:<24}{cells}")
+        print(f"{key:<28}{cells}")
     return results
 
 

@@ -118,6 +118,9 @@ IRL_BACKOFF_HTTP_CODES = [429, 503]
 IRL_BACKOFF_MAX = 120.0
 # The doubling (no Retry-After) stops at this multiple of tau_h.
 IRL_BACKOFF_MAX_FACTOR = 16.0
+# A page download that ends without any answer (timeout, refused or dropped connection)
+# makes its host wait too: tau_h x 2^k for its k-th unanswered or refused request in a row.
+IRL_BACKOFF_ON_DOWNLOAD_ERROR = True
 # Which due host a shared server serves next: "budget" (shares in proportion to the hosts'
 # budgets, weighted fair queueing) or "fifo" (round-robin: equal shares).
 IRL_IP_SHARE = "budget"

@@ -16,9 +16,13 @@ def test_the_judge_counts_requests_inside_the_pause_the_server_asked_for() -> No
         (2.5, 2.6, "/page/3", 429),  # too soon
         (2.65, 2.7, "/page/3", 200),  # too soon after the 503 and within tau of the 429
         (3.2, 3.3, "/page/1", 200),
+        (3.4, 3.5, "/page/6", 0),  # closed unanswered: 2 tau = 0.4 s from 3.5
+        (3.8, 3.9, "/page/6", 0),  # too soon
+        (4.4, 4.5, "/page/6", 200),  # 0.5 s after: not counted
     ]
     assert judge(log, retry_after=2, tau=0.2) == {
-        "requests": 6, "pages": 3, "retry_after_violations": 3, "within_tau_after_429": 1,
+        "requests": 9, "pages": 4, "retry_after_violations": 3, "within_tau_after_429": 1,
+        "within_2tau_after_no_answer": 1,
     }  # fmt: skip
 
 
@@ -39,5 +43,7 @@ def test_irl_keeps_the_pauses_stock_scrapy_does_not(capsys: pytest.CaptureFixtur
     }  # fmt: skip
     assert results["irl"][0]["retry_after_violations"] == 0
     assert results["irl"][0]["within_tau_after_429"] == 0
+    assert results["irl"][0]["within_2tau_after_no_answer"] == 0
+    assert results["stock"][0]["within_2tau_after_no_answer"] > 0
     assert results["stock"][0]["retry_after_violations"] > 0  # retried at once
-    assert "retry_after_violations" in capsys.readouterr().out
+    assert "within_2tau_after_no_answer" in capsys.readouterr().out

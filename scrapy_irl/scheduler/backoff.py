@@ -14,6 +14,12 @@ often; any other answer resets k) up to ``max_factor`` x tau_h
 bounds matter for a crawl that should end: Scrapy retries each such page twice, so a
 host answering 503 to all its U pages is asked 3U times, each after the full wait.
 
+A request that gets no answer at all (a timeout, a refused or dropped connection) is the
+server down or drowning, so it waits one step more: ``tau_h x 2^k``, from 2 tau_h the
+first time. Polybot's manager does the same (section 3.4: "if a host is not responding,
+we put the host into the waiting queue for some time, and for an even longer time if it
+is down on the second try"). Both kinds count in the same run k.
+
 Pure functions of numbers and header bytes; no Scrapy, no clock.
 """
 
@@ -36,7 +42,7 @@ class Backoff:
     """One decision: how long the host waits, and what it was derived from."""
 
     seconds: float
-    source: str  # "retry_after" (the server's header) or "exponential"
+    source: str  # "retry_after" (the server's header), "exponential" or "no_answer"
     capped: bool  # the server's Retry-After exceeded the maximum
     unreadable: bool  # a Retry-After header was there but could not be read
 
@@ -70,11 +76,12 @@ def parse_retry_after(value: bytes | str | None, now_wall: float) -> float | Non
 
 @dataclass(frozen=True)
 class BackoffPolicy:
-    """Which statuses make a host wait, and for how long at most."""
+    """Which statuses (and whether unanswered requests) make a host wait, and how long at most."""
 
     statuses: frozenset[int] = frozenset({429, 503})
     maximum: float = 120.0
     max_factor: float = 16.0
+    on_download_error: bool = True
 
     def __post_init__(self) -> None:
         if not self.maximum >= 0:
@@ -97,9 +104,17 @@ class BackoffPolicy:
         if asked is not None:
             wanted, source = asked, "retry_after"
         else:
-            # 2^k overflows a float only past ~1000 answers in a row; bound k first
-            factor = min(2.0 ** min(max(streak - 1, 0), 64), self.max_factor)
-            wanted, source = host_delay * factor, "exponential"
+            wanted, source = self._doubled(host_delay, streak - 1), "exponential"
         seconds = max(host_delay, min(wanted, self.maximum))
         capped = source == "retry_after" and wanted > self.maximum
         return Backoff(seconds, source, capped, unreadable)
+
+    def silence(self, host_delay: float, streak: int) -> Backoff:
+        """The wait after a request that got no answer, the ``streak``-th unanswered or
+        refused request of the host in a row: one doubling more than an error page."""
+        wanted = self._doubled(host_delay, streak)
+        return Backoff(max(host_delay, min(wanted, self.maximum)), "no_answer", False, False)
+
+    def _doubled(self, host_delay: float, doublings: int) -> float:
+        # 2^k overflows a float only past ~1000 answers in a row; bound k first
+        return host_delay * min(2.0 ** min(max(doublings, 0), 64), self.max_factor)

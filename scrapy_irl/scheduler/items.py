@@ -32,12 +32,13 @@ class Held:
 class Handout:
     """A request handed to the engine: its host stays busy until the request is over."""
 
-    __slots__ = ("host", "item", "reached", "request", "when")
+    __slots__ = ("answered", "host", "item", "reached", "request", "when")
 
     def __init__(self, host: Host, when: float, item: Any, request: Request) -> None:
         self.host = host
         self.when = when  # hand-out time (scheduler clock)
         self.reached = False  # request_reached_downloader seen
+        self.answered = False  # headers_received or response_downloaded seen
         self.item = item  # what RAM held (Held record or Request), released at the end
         self.request = request
 

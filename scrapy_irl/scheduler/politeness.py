@@ -126,7 +126,8 @@ class Politeness:
     READY_ORDERS = ("budget", "fifo")
 
     def __init__(
-        self, *, max_in_flight_per_ip: int = 4, ready_order: str = "budget"
+        self, *, max_in_flight_per_ip: int = 4, ready_order: str = "budget",
+        streak_memory: float = 0.0,
     ) -> None:
         if max_in_flight_per_ip < 1:
             raise ValueError(
@@ -139,6 +140,10 @@ class Politeness:
             )
         self.max_in_flight_per_ip = max_in_flight_per_ip
         self._by_budget = ready_order == "budget"
+        # How long a host in a run of back-offs stays after its wait is over with nothing
+        # queued: Scrapy's retry of its last page comes back through the disk queues, and
+        # forgotten meanwhile, the host would start its run again at one tau_h.
+        self.streak_memory = streak_memory
         self.hosts: dict[str, Host] = {}
         self.ips: dict[str, Ip] = {}
         self._host_heap: list[tuple[float, int, int, Host]] = []
@@ -527,7 +532,7 @@ class Politeness:
             h
             for h in self.hosts.values()
             if not h.queue and not h.in_flight and not h.resolving and not h.hop_waits
-            and h.due_at() <= now
+            and h.due_at() + (self.streak_memory if h.backoff_streak else 0.0) <= now
         ]
         for host in idle:
             self._forget(host)

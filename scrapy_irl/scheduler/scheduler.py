@@ -201,6 +201,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             frozenset(config.getintlist(settings, "IRL_BACKOFF_HTTP_CODES")),
             config.getfloat(settings, "IRL_BACKOFF_MAX", minimum=0),
             config.getfloat(settings, "IRL_BACKOFF_MAX_FACTOR", minimum=1),
+            config.getbool(settings, "IRL_BACKOFF_ON_DOWNLOAD_ERROR"),
         )
         self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL", minimum=0)
         self.idle_sample_interval = config.getfloat(settings, "IRL_IDLE_SAMPLE_INTERVAL", minimum=0)
@@ -223,6 +224,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             self.polite = Politeness(
                 max_in_flight_per_ip=config.getint(settings, "IRL_IP_MAX_IN_FLIGHT"),
                 ready_order=config.get(settings, "IRL_IP_SHARE"),
+                streak_memory=self.backoff.maximum,
             )
         except ValueError as exc:
             raise ValueError(f"IRL_IP_MAX_IN_FLIGHT / IRL_IP_SHARE: {exc}") from None
@@ -376,6 +378,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self.crawler.signals.connect(self._left, signal=signals.request_left_downloader)
         # before request_left_downloader: the back-off is set when the host is freed
         self.crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
+        # a response's headers arrived: a download that fails after them was answered
+        self.crawler.signals.connect(self._headers_arrived, signal=signals.headers_received)
         self.crawler.signals.connect(self._answered, signal=signals.response_received)
         if self.flush_interval > 0:
             self._tick = task.LoopingCall(self._on_tick)

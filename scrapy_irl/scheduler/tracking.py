@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.http import Request
 
+from scrapy_irl.scheduler.backoff import Backoff
 from scrapy_irl.scheduler.items import Handout
 from scrapy_irl.scheduler.politeness import Host
 
@@ -53,6 +54,7 @@ class HandoutTracking:
         entry = self._handed.get(id(request))
         if entry is None:
             return
+        entry.answered = True
         host = entry.host
         if not self.backoff.applies(response.status):
             host.backoff_streak = 0
@@ -60,9 +62,6 @@ class HandoutTracking:
         host.backoff_streak += 1
         wait = self.backoff.wait(host.delay, host.backoff_streak,
                                  response.headers.get(b"Retry-After"), time.time())  # fmt: skip
-        host.not_before = max(host.not_before, self.clock() + wait.seconds)
-        if self.memory is not None:
-            self.memory.backed_off(host)
         if wait.source == "retry_after":
             self.counts["backoff/retry_after"] += 1
         else:
@@ -71,17 +70,45 @@ class HandoutTracking:
             self.counts["backoff/retry_after_capped"] += 1
         if wait.unreadable:
             self.counts["backoff/retry_after_unreadable"] += 1
+        self._hold_host(host, wait, f"answered {response.status}")
+
+    def _headers_arrived(self, request: Request, **kwargs: Any) -> None:
+        """The server began its answer (Scrapy's HTTP handlers send ``headers_received``):
+        a download that fails from here on (``DOWNLOAD_MAXSIZE``, a body cut short or too
+        slow) was answered, and its host is not backed off for it."""
+        entry = self._handed.get(id(request))
+        if entry is not None:
+            entry.answered = True
+
+    def _unanswered(self, host: Host) -> None:
+        """A page of ``host`` left the downloader before any response header came: a
+        timeout, a refused or dropped connection. The server is down or
+        drowning; its next request waits longer each time (``IRL_BACKOFF_ON_DOWNLOAD_ERROR``)."""
+        if not self.backoff.on_download_error:
+            return
+        host.backoff_streak += 1
+        self.counts["backoff/no_answer"] += 1
+        self._hold_host(host, self.backoff.silence(host.delay, host.backoff_streak),
+                        "did not answer")  # fmt: skip
+
+    def _hold_host(self, host: Host, wait: Backoff, why: str) -> None:
+        """Keep ``host`` waiting ``wait`` from now, in RAM and in the politeness log."""
+        host.not_before = max(host.not_before, self.clock() + wait.seconds)
+        if self.memory is not None:
+            self.memory.backed_off(host)
         longest = self.counts["backoff/longest_wait"]
         self.counts["backoff/longest_wait"] = max(longest, round(wait.seconds))
-        logger.debug("%(host)s answered %(status)d: its next request waits %(s).1f s "
+        logger.debug("%(host)s %(why)s: its next request waits %(s).1f s "
                      "(%(source)s, %(n)d in a row)",
-                     {"host": host.name, "status": response.status, "s": wait.seconds,
+                     {"host": host.name, "why": why, "s": wait.seconds,
                       "source": wait.source, "n": host.backoff_streak},
                      extra={"spider": self.spider})  # fmt: skip
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
         entry = self._handed.pop(id(request), None)
         if entry is not None:
+            if entry.reached and not entry.answered:
+                self._unanswered(entry.host)
             self._correct_start(entry.host, request)
             self._finish(entry)
             return

@@ -88,6 +88,16 @@ def test_retry_after_is_honoured_within_tau_h_and_the_maximum() -> None:
     assert policy.applies(503) and not policy.applies(429) and not policy.applies(200)
 
 
+def test_a_request_without_an_answer_waits_one_doubling_more_than_an_error_page() -> None:
+    policy = BackoffPolicy(maximum=100.0, max_factor=16.0)
+    waits = [policy.silence(2.0, k) for k in range(1, 6)]
+    assert [w.seconds for w in waits] == [4.0, 8.0, 16.0, 32.0, 32.0]  # 2^k, up to 16 x tau_h
+    assert {w.source for w in waits} == {"no_answer"}
+    assert policy.silence(10.0, 5).seconds == 100.0  # and never past the maximum
+    assert policy.silence(10.0, 1).seconds == 20.0
+    assert BackoffPolicy(maximum=0.0).silence(3.0, 4).seconds == 3.0  # never below tau_h
+
+
 @pytest.mark.parametrize(
     ("codes", "maximum", "message"),
     [
@@ -139,6 +149,22 @@ def test_a_backed_off_host_is_not_forgotten_before_its_wait_ends() -> None:
     polite.finished(host, 0.2)
     assert polite.forget_idle(5.0) == 0 and "a.test" in polite.hosts
     assert polite.forget_idle(30.0) == 1
+
+
+def test_a_host_in_a_run_of_back_offs_outlives_its_wait_by_streak_memory() -> None:
+    """The retry of its last page comes back from disk; a host forgotten before that
+    started its run again at one tau_h."""
+    polite = Politeness(streak_memory=60.0)
+    host = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    calm = polite.add_host("b.test", "10.0.0.1", 1.0, 0.1)
+    for each in (host, calm):
+        polite.push(each.name, 1)
+        polite.pop(0.0 if each is host else 0.5)
+        polite.finished(each, 0.6)
+    host.not_before, host.backoff_streak = 30.0, 2
+    assert polite.forget_idle(31.0) == 1 and set(polite.hosts) == {"a.test"}  # b is gone
+    assert polite.forget_idle(89.0) == 0
+    assert polite.forget_idle(90.0) == 1 and not polite.hosts
 
 
 # -- across a restart -------------------------------------------------------------------
@@ -205,18 +231,33 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
             self.server.log.append((time.monotonic(), self.path))
             script = self.server.script.get(self.path)
             status, headers = script.pop(0) if script else (200, {})
+        if status == HANG:
+            time.sleep(self.server.hang)  # longer than the crawl's DOWNLOAD_TIMEOUT
+        if status in (DROP, HANG):  # close without a byte of answer
+            self.close_connection = True
+            return
+        if status == BIG:  # an answer, too large for the crawl's DOWNLOAD_MAXSIZE
+            send_answer(self, 200, b"x" * 100_000)
+            return
         send_answer(self, status, b"<html><body>a page</body></html>", headers=headers)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
 
 
+#: Script entries that get no answer: the connection closed at once, or after ``hang`` s;
+#: and one answered with 100 kB.
+DROP, HANG, BIG = 0, -1, -2
+
+
 class _ScriptedSite(LoopbackServer):
     """Answers each path from its script (status, headers) in order, then 200."""
 
-    def __init__(self, script: dict[str, list[tuple[int, dict[str, str]]]]) -> None:
+    def __init__(self, script: dict[str, list[tuple[int, dict[str, str]]]],
+                 hang: float = 0.0) -> None:  # fmt: skip
         super().__init__(_ScriptedHandler)
         self.script = script
+        self.hang = hang
         self.lock = threading.Lock()
         self.log: list[tuple[float, str]] = []
 
@@ -269,6 +310,62 @@ def test_an_empty_code_list_turns_back_off_off(tmp_path: Path) -> None:
                       **RETRY)  # fmt: skip
     assert stats["finish_reason"] == "finished"
     assert len(site.log) == 2 and _gap_after(site.log, 0) < 1.5, site.log
+    assert not any(key.startswith("irl_sched/backoff/") for key in stats)
+
+
+def test_a_host_that_drops_its_connections_is_asked_less_and_less_often(
+    tmp_path: Path,
+) -> None:
+    site = _ScriptedSite({"/a": [(DROP, {})] * 3})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/a"}], tmp_path, IRL_HOST_DELAY=0.3,
+                      IRL_HOST_DELAY_MIN=0.3, **RETRY)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert [p for _, p in site.log] == ["/a"] * 4  # the 4th try is answered
+    gaps = [_gap_after(site.log, i) for i in range(3)]
+    # 2, 4, 8 x tau_h: each unanswered try one doubling ahead of an error page
+    assert gaps[0] >= 0.6 and gaps[1] >= 1.2 and gaps[2] >= 2.4, gaps
+    assert stats["irl_sched/backoff/no_answer"] == 3
+    assert stats["downloader/response_status_count/200"] == 1
+
+
+def test_a_timed_out_request_holds_its_host_beyond_the_timeout(tmp_path: Path) -> None:
+    site = _ScriptedSite({"/a": [(HANG, {})]}, hang=3.0)
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/a"}, {"url": f"{site.base_url}/b"}], tmp_path,
+                      IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5, DOWNLOAD_TIMEOUT=1, **RETRY)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert site.log[0][1] == "/a" and sorted(p for _, p in site.log[1:]) == ["/a", "/b"]
+    # the timeout (1 s, started a little before the server logs the request), then
+    # 2 tau_h from the moment the request gave up; tau_h alone gives about 1.5 s
+    assert _gap_after(site.log, 0) >= 1.85, site.log
+    assert stats["irl_sched/backoff/no_answer"] == 1
+    assert stats["downloader/exception_type_count/scrapy.exceptions.DownloadTimeoutError"] == 1
+
+
+def test_a_download_cancelled_after_the_headers_came_is_not_held_against_its_host(
+    tmp_path: Path,
+) -> None:
+    site = _ScriptedSite({"/big": [(BIG, {})]})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/big"}, {"url": f"{site.base_url}/b", "pause": 0.1}],
+                      tmp_path, IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5,
+                      DOWNLOAD_MAXSIZE=10_000, **RETRY)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert [p for _, p in site.log] == ["/big", "/b"]
+    assert _gap_after(site.log, 0) < 1.0, site.log  # not 2 tau_h: the server did answer
+    assert stats["downloader/exception_type_count/scrapy.exceptions.DownloadCancelledError"] == 1
+    assert not any(key.startswith("irl_sched/backoff/") for key in stats)
+
+
+def test_unanswered_requests_do_not_back_off_when_turned_off(tmp_path: Path) -> None:
+    site = _ScriptedSite({"/a": [(DROP, {})] * 2})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/a"}], tmp_path, IRL_HOST_DELAY=0.3,
+                      IRL_HOST_DELAY_MIN=0.3, IRL_BACKOFF_ON_DOWNLOAD_ERROR=False, **RETRY)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert [p for _, p in site.log] == ["/a"] * 3
+    assert _gap_after(site.log, 1) < 1.2, site.log  # 4 x tau_h had it backed off
     assert not any(key.startswith("irl_sched/backoff/") for key in stats)
 
 
@@ -334,6 +431,42 @@ def test_any_other_answer_ends_the_run_of_429s(opened_scheduler: Any) -> None:
     assert waits[0] == pytest.approx(2.0) and waits[1] == pytest.approx(4.0)
     assert waits[3] == pytest.approx(2.0)  # not 8 s: the 200 between started the count again
     assert scheduler.counts["backoff/exponential"] == 3
+
+
+def _no_answer(scheduler: Any, host: Any) -> None:
+    """Hand out a page of ``host`` that reaches the downloader and leaves it unanswered."""
+    from scrapy import Request
+
+    from scrapy_irl.scheduler.items import Handout
+
+    request = Request(f"http://{host.name}/page")
+    scheduler.polite.push(host.name, "a page")
+    assert scheduler.polite.pop(scheduler.clock()) == (host, "a page")  # host and IP booked
+    handout = Handout(host, scheduler.clock(), None, request)
+    handout.reached = True
+    scheduler._handed[id(request)] = handout
+    scheduler._wake_engine = lambda: None  # no engine in these tests
+    scheduler._left(request)
+
+
+def test_a_run_of_unanswered_requests_doubles_the_wait_until_an_answer(
+    opened_scheduler: Any,
+) -> None:
+    scheduler, clock = opened_scheduler, opened_scheduler.test_clock
+    host = scheduler._add_host("a.test", "10.0.0.1", None)
+    waits = []
+    for answer in (None, None, 503, 200, None):
+        before = clock()
+        if answer is None:
+            _no_answer(scheduler, host)
+        else:
+            _answer(scheduler, host, answer)
+        waits.append(host.not_before - before if host.not_before > before else 0.0)
+        clock.t = max(clock.t, host.not_before) + 0.5
+    # tau_h 2 s: 2 x, 4 x tau_h; the 503 is the third in the run (4 x); the 200 ends it
+    assert waits == [pytest.approx(4.0), pytest.approx(8.0), pytest.approx(8.0), 0.0,
+                     pytest.approx(4.0)]  # fmt: skip
+    assert scheduler.counts["backoff/no_answer"] == 3
 
 
 def test_each_back_off_reaches_the_politeness_log_at_once(opened_scheduler: Any) -> None:
