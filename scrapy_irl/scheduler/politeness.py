@@ -88,8 +88,8 @@ class Host:
     # in the table meanwhile (forget_idle), or the hop would book a forgotten host.
     hop_waits: int = 0
     # Server back-off (:mod:`scrapy_irl.scheduler.backoff`): the host answered 429 or 503,
-    # so its next request waits until then even if tau_h has passed; and how many such
-    # answers it gave in a row.
+    # or did not answer, so its next request waits until then even if tau_h has passed;
+    # and how many such answers it gave in a row.
     not_before: float = float("-inf")
     backoff_streak: int = 0
 

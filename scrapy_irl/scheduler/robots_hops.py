@@ -171,7 +171,7 @@ class RobotsHops:
                 host.hop_waits -= 1  # closing, or removed (its renewal failed): just go
                 self._call_later(0.0, hop.gate.callback, None)
             elif self.robots_host_delay and hop.host_slot and host.not_before > now:
-                # The host backs off (a 429 or 503): booked now, the hop would hold its IP
+                # The host backs off (a 429, a 503, no answer): booked now, the hop would hold its IP
                 # until the wait is over, and the IP's other hosts with it. It waits
                 # unbooked instead, for at most IRL_BACKOFF_MAX (the host's pages wait
                 # too, so no new answer can push the wait further), and its wait for the

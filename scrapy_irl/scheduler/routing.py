@@ -276,7 +276,7 @@ class Routing:
             return False
         backlog = max(self.polite.backlog_seconds(record), waiting * record.delay)
         if record.not_before > float("-inf"):
-            # a host backing off (a 429 or 503) gets to none of its queue before the wait ends
+            # a host backing off (429, 503, no answer) gets to none of its queue before the wait ends
             backlog += max(0.0, record.not_before - self.clock())
         if backlog < self.backlog_seconds:
             return False

@@ -446,7 +446,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             logger.info(
                 "Politeness across the restart: %(h)d hosts and %(i)d IPs wait out the "
                 "delay of their last request (%(f)d were in flight at the stop), %(b)d "
-                "hosts the rest of a server back-off (429/503)",
+                "hosts the rest of a server back-off (429/503, no answer)",
                 {"h": len(loaded.hosts), "i": len(loaded.ips), "f": loaded.in_flight,
                  "b": len(loaded.backoffs)},
                 extra={"spider": self.spider},

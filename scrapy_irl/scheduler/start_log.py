@@ -16,7 +16,7 @@ On disk: ``politeness.log`` in the frontier directory, one JSON array per line:
 * ``["h", host, ip, host_ref, ip_ref]``: a robots.txt redirect hop to ``host`` on ``ip``
   was booked (:meth:`Politeness.claim_hop`), or ended: the same times, without a start
   or an end to pair.
-* ``["b", host, until]``: ``host`` answered 429 or 503 (server back-off,
+* ``["b", host, until]``: ``host`` answered 429 or 503, or did not answer (server back-off,
   :mod:`scrapy_irl.scheduler.backoff`): its next request waits until the wall-clock time
   ``until``, however long its tau_h.
 
@@ -414,7 +414,7 @@ class PolitenessMemory:
                         self._wall(address.last_start if address else float("-inf")))  # fmt: skip
 
     def backed_off(self, host: Host) -> None:
-        """``host`` waits until ``host.not_before`` (a 429 or 503): after a kill too."""
+        """``host`` waits until ``host.not_before`` (a 429, a 503, no answer): after a kill too."""
         until = self._wall(host.not_before)
         if until is not None:
             self.log.backed_off(host.name, until)
