@@ -442,13 +442,14 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 "again sooner than their delay after this restart",
                 {"path": log.path, "n": loaded.damaged_lines}, extra={"spider": self.spider},
             )  # fmt: skip
-        if loaded.hosts or loaded.ips or loaded.backoffs:
+        if loaded.hosts or loaded.ips or loaded.backoffs or loaded.runs:
             logger.info(
                 "Politeness across the restart: %(h)d hosts and %(i)d IPs wait out the "
                 "delay of their last request (%(f)d were in flight at the stop), %(b)d "
-                "hosts the rest of a server back-off (429/503, no answer)",
+                "hosts the rest of a server back-off (429/503, no answer), %(r)d hosts "
+                "go on with their run of back-offs",
                 {"h": len(loaded.hosts), "i": len(loaded.ips), "f": loaded.in_flight,
-                 "b": len(loaded.backoffs)},
+                 "b": len(loaded.backoffs), "r": len(loaded.runs)},
                 extra={"spider": self.spider},
             )  # fmt: skip
 

@@ -16,9 +16,12 @@ On disk: ``politeness.log`` in the frontier directory, one JSON array per line:
 * ``["h", host, ip, host_ref, ip_ref]``: a robots.txt redirect hop to ``host`` on ``ip``
   was booked (:meth:`Politeness.claim_hop`), or ended: the same times, without a start
   or an end to pair.
-* ``["b", host, until]``: ``host`` answered 429 or 503, or did not answer (server back-off,
-  :mod:`scrapy_irl.scheduler.backoff`): its next request waits until the wall-clock time
-  ``until``, however long its tau_h.
+* ``["b", host, until, run]``: ``host`` answered 429 or 503, or did not answer (server
+  back-off, :mod:`scrapy_irl.scheduler.backoff`): its next request waits until the
+  wall-clock time ``until``, however long its tau_h; ``run`` is how many such answers it
+  gave in a row, so the next one after a restart doubles the wait where the run left it.
+  ``run`` 0 (``until``: the wait that is over) ends the run: the host answered. Logs of
+  earlier versions have no ``run``; it is read as 1.
 
 Each event is one ``os.write`` of a whole line with no buffer in between: a kill -9 at
 any moment loses no event already written, since the kernel keeps the page (a power
@@ -66,6 +69,9 @@ class Recalled:
     hosts: dict[str, float] = field(default_factory=dict)
     ips: dict[str, float] = field(default_factory=dict)
     backoffs: dict[str, float] = field(default_factory=dict)  # host -> wait until (wall)
+    # host -> (back-off answers in a row, until): runs not ended, whose wait ended less
+    # than ``ahead`` ago (how long a host in a run stays in RAM after its wait)
+    runs: dict[str, tuple[int, float]] = field(default_factory=dict)
     in_flight: int = 0  # requests that were in flight at the stop (counted from the load)
     damaged_lines: int = 0  # skipped lines other than a torn last one
     torn_tail: bool = False
@@ -107,6 +113,7 @@ class StartLog:
         host_open: dict[str, bool] = {}
         ip_open: dict[str, int] = {}
         backoffs: dict[str, float] = {}
+        runs: dict[str, tuple[int, float]] = {}
         try:
             with open(self.path, "rb") as handle:
                 lines = _Lines(handle, MAX_LINE)
@@ -117,6 +124,7 @@ class StartLog:
                         continue
                     if event[0] == "b":
                         backoffs[event[1]] = max(event[2], backoffs.get(event[1], event[2]))
+                        runs[event[1]] = (event[3] if len(event) == 4 else 1, event[2])
                         continue
                     _replay(event, host_ref, ip_ref, host_open, ip_open)
                 recalled.torn_tail = lines.torn  # a kill cut the last write
@@ -138,6 +146,8 @@ class StartLog:
         recalled.ips = {i: min(t, now) for i, t in ip_ref.items() if t > oldest}
         # Back-offs lie ahead by nature; capped at the longest one this run allows.
         recalled.backoffs = {h: min(t, now + self.ahead) for h, t in backoffs.items() if t > now}
+        recalled.runs = {h: (run, min(t, now + self.ahead)) for h, (run, t) in runs.items()
+                         if run and t > now - self.ahead}  # fmt: skip
         return recalled
 
     # -- writing ---------------------------------------------------------------------------
@@ -150,8 +160,8 @@ class StartLog:
     def hopped(self, host: str, ip: str, host_ref: float | None, ip_ref: float | None) -> None:
         self._append(["h", host, ip, _rounded(host_ref), _rounded(ip_ref)])
 
-    def backed_off(self, host: str, until: float) -> None:
-        self._append(["b", host, _rounded(until)])
+    def backed_off(self, host: str, until: float, run: int) -> None:
+        self._append(["b", host, _rounded(until), run])
 
     def _append(self, event: list[object]) -> None:
         if self._fd is None:
@@ -181,11 +191,11 @@ class StartLog:
         self,
         hosts: Iterable[tuple[str, str, float | None, bool]],
         ips: Iterable[tuple[str, float | None]],
-        backoffs: Iterable[tuple[str, float]] = (),
+        backoffs: Iterable[tuple[str, float, int]] = (),
     ) -> None:
         """Replace the log by the heaps' state, then append to the new file: per IP
-        (ip, ip_ref), per host (name, ip, host_ref, in flight), per host backing off
-        (name, until).
+        (ip, ip_ref), per host (name, ip, host_ref, in flight), per host backing off or in
+        a run of back-offs (name, until, run).
 
         Written to a temporary file and renamed over the log: a kill leaves one or the
         other, both complete up to their last line.
@@ -201,9 +211,9 @@ class StartLog:
             if flying:
                 lines.append(["s", name, ip])
         now = self.wall()
-        for name, until in backoffs:
-            if until > now:
-                lines.append(["b", name, _rounded(until)])
+        for name, until, run in backoffs:
+            if until > now or (run and until > now - self.ahead):
+                lines.append(["b", name, _rounded(until), run])
         data = b"".join(json.dumps(line, separators=(",", ":")).encode() + b"\n" for line in lines)
         try:
             self._replace(data)
@@ -334,9 +344,10 @@ def _parse(line: bytes) -> list[Any] | None:
         return None
     kind = event[0]
     if kind == "b":
-        if (len(event) == 3 and isinstance(event[1], str)
+        if (len(event) in (3, 4) and isinstance(event[1], str)
                 and isinstance(event[2], (int, float)) and not isinstance(event[2], bool)
-                and math.isfinite(event[2])):  # fmt: skip
+                and math.isfinite(event[2])
+                and (len(event) == 3 or (type(event[3]) is int and event[3] >= 0))):  # fmt: skip
             return event
         return None
     if kind in ("s", "r"):
@@ -377,6 +388,7 @@ class PolitenessMemory:
         self.hosts = {name: t - offset for name, t in recalled.hosts.items()}
         self.ips = {ip: t - offset for ip, t in recalled.ips.items()}
         self.backoffs = {name: t - offset for name, t in recalled.backoffs.items()}
+        self.runs = {name: (run, t - offset) for name, (run, t) in recalled.runs.items()}
         self.applied = 0
         self.rewrite()
 
@@ -389,6 +401,10 @@ class PolitenessMemory:
         until = self.backoffs.pop(host.name, None)
         if until is not None and until > host.not_before:
             host.not_before = until
+            self.applied += 1
+        run, _ = self.runs.pop(host.name, (0, 0.0))
+        if run > host.backoff_streak:
+            host.backoff_streak = run
             self.applied += 1
         self.apply_ip(host.ip)
 
@@ -414,10 +430,11 @@ class PolitenessMemory:
                         self._wall(address.last_start if address else float("-inf")))  # fmt: skip
 
     def backed_off(self, host: Host) -> None:
-        """``host`` waits until ``host.not_before`` (a 429, a 503, no answer): after a kill too."""
+        """``host`` waits until ``host.not_before`` (a 429, a 503, no answer), the
+        ``host.backoff_streak``-th in a row, or its run ended (0): after a kill too."""
         until = self._wall(host.not_before)
         if until is not None:
-            self.log.backed_off(host.name, until)
+            self.log.backed_off(host.name, until, host.backoff_streak)
 
     def ended(self, host: Host) -> None:
         address = self.polite.ips.get(host.ip)
@@ -433,6 +450,8 @@ class PolitenessMemory:
                 del recalls[key]
         for key in [k for k, t in self.backoffs.items() if t <= now]:
             del self.backoffs[key]
+        for key in [k for k, (_, t) in self.runs.items() if t <= now - self.log.ahead]:
+            del self.runs[key]
         if self.log.needs_rewrite():
             self.rewrite()
 
@@ -444,9 +463,12 @@ class PolitenessMemory:
                  for h in self.polite.hosts.values()]  # fmt: skip
         hosts += [(name, "", t + offset, False) for name, t in self.hosts.items()
                   if name not in self.polite.hosts]  # fmt: skip
-        backoffs = [(h.name, h.not_before + offset) for h in self.polite.hosts.values()
-                    if h.not_before != float("-inf")]  # fmt: skip
-        backoffs += [(name, t + offset) for name, t in self.backoffs.items()
+        backoffs = [(h.name, h.not_before + offset, h.backoff_streak)
+                    for h in self.polite.hosts.values() if h.not_before != float("-inf")]  # fmt: skip
+        recalled = {name: (t, 0) for name, t in self.backoffs.items()}
+        for name, (run, t) in self.runs.items():
+            recalled[name] = (max(t, recalled.get(name, (t, 0))[0]), run)
+        backoffs += [(name, t + offset, run) for name, (t, run) in recalled.items()
                      if name not in self.polite.hosts]  # fmt: skip
         self.log.rewrite(hosts, ips, backoffs)
 
@@ -461,6 +483,7 @@ class PolitenessMemory:
             "recalled_hosts": len(self.loaded.hosts),
             "recalled_ips": len(self.loaded.ips),
             "recalled_backoffs": len(self.loaded.backoffs),
+            "recalled_runs": len(self.loaded.runs),
             "in_flight_at_stop": self.loaded.in_flight,
             "damaged_lines": self.loaded.damaged_lines,
             "applied": self.applied,

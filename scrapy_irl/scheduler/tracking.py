@@ -57,7 +57,10 @@ class HandoutTracking:
         entry.answered = True
         host = entry.host
         if not self.backoff.applies(response.status):
-            host.backoff_streak = 0
+            if host.backoff_streak:
+                host.backoff_streak = 0
+                if self.memory is not None:  # the run is over, after a kill too
+                    self.memory.backed_off(host)
             return
         host.backoff_streak += 1
         wait = self.backoff.wait(host.delay, host.backoff_streak,

@@ -222,6 +222,66 @@ def test_a_rewrite_keeps_only_back_offs_still_running(tmp_path: Path) -> None:
     assert recalled.backoffs == {"a.test": pytest.approx(NOW + 100)}
 
 
+def test_a_run_of_back_offs_is_resumed_after_a_kill_where_it_left_off(tmp_path: Path) -> None:
+    """The run counts how often the wait doubled: without it, a restarted crawl asked a
+    server that kept failing at 2 tau_h again, however long it had been down."""
+    wall, mono = _Clock(NOW), _Clock(100.0)
+    path = tmp_path / "politeness.log"
+    polite, memory = _remembering(path, wall, mono)
+    failing = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    failing.backoff_streak, failing.not_before = 3, 100.0 + 8
+    memory.backed_off(failing)
+    recovered = polite.add_host("b.test", "10.0.0.1", 1.0, 0.1)
+    recovered.backoff_streak, recovered.not_before = 2, 100.0 + 4
+    memory.backed_off(recovered)
+    recovered.backoff_streak = 0  # then it answered: the run is over
+    memory.backed_off(recovered)
+    with open(path, "ab") as f:  # a log of the version before runs were written; damaged runs
+        f.write(b'["b","old.test",%.3f]\n["b","c.test",%.3f,-1]\n["b","d.test",%.3f,true]\n'
+                % (NOW + 30, NOW + 30, NOW + 30))
+    # kill -9; the next run starts a minute later: every wait is over, the runs are not
+    wall.t, mono.t = NOW + 60, 7.0
+    log = StartLog(path, horizon=10, ahead=600, wall=wall)
+    recalled = log.load()
+    assert recalled.runs == {"a.test": (3, NOW + 8), "old.test": (1, NOW + 30)}
+    assert recalled.backoffs == {} and recalled.damaged_lines == 2
+    fresh = Politeness()
+    memory = PolitenessMemory(log, fresh, mono)
+    again = fresh.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    memory.apply(again)
+    assert again.backoff_streak == 3 and again.not_before == float("-inf")
+    assert BackoffPolicy().silence(again.delay, again.backoff_streak + 1).seconds == 16.0
+    back = fresh.add_host("b.test", "10.0.0.1", 1.0, 0.1)
+    memory.apply(back)
+    assert back.backoff_streak == 0
+    assert memory.stats()["recalled_runs"] == 2
+    # a run whose wait ended longer ago than the longest back-off is over
+    wall.t = NOW + 30 + 601
+    assert StartLog(path, horizon=10, ahead=600, wall=wall).load().runs == {}
+
+
+def test_a_rewrite_keeps_runs_whose_wait_is_over_for_as_long_as_ram_does(tmp_path: Path) -> None:
+    wall, mono = _Clock(NOW), _Clock(50.0)
+    path = tmp_path / "politeness.log"
+    polite, memory = _remembering(path, wall, mono)
+    in_run = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    in_run.backoff_streak, in_run.not_before = 2, 50.0 - 30
+    ended = polite.add_host("b.test", "10.0.0.1", 1.0, 0.1)
+    ended.backoff_streak, ended.not_before = 0, 50.0 - 30
+    stale = polite.add_host("c.test", "10.0.0.1", 1.0, 0.1)
+    stale.backoff_streak, stale.not_before = 4, 50.0 - 700
+    memory.close()
+    recalled = StartLog(path, horizon=10, ahead=600, wall=wall).load()
+    assert recalled.runs == {"a.test": (2, pytest.approx(NOW - 30))}
+    assert b'"b.test"' not in path.read_bytes() and b'"c.test"' not in path.read_bytes()
+    # recalled runs of hosts not back in the heaps survive the next rewrite too
+    fresh = Politeness()
+    memory = PolitenessMemory(StartLog(path, horizon=10, ahead=600, wall=wall), fresh, mono)
+    memory.close()
+    assert StartLog(path, horizon=10, ahead=600, wall=wall).load().runs == {
+        "a.test": (2, pytest.approx(NOW - 30))}
+
+
 # -- crawls: the server measures ------------------------------------------------------------
 class _ScriptedHandler(BaseHTTPRequestHandler):
     server: _ScriptedSite
@@ -480,6 +540,23 @@ def test_each_back_off_reaches_the_politeness_log_at_once(opened_scheduler: Any)
     assert [b[1] for b in backoffs] == ["a.test"]
     assert recalled.backoffs["a.test"] == pytest.approx(time.time() + 30, abs=2.0)
     assert scheduler.counts["backoff/retry_after"] == 1
+
+
+def test_the_run_and_its_end_reach_the_politeness_log_at_once(opened_scheduler: Any) -> None:
+    scheduler, clock = opened_scheduler, opened_scheduler.test_clock
+    host = scheduler._add_host("a.test", "10.0.0.1", None)
+    log = scheduler.path / "politeness.log"
+    for _ in range(2):
+        _no_answer(scheduler, host)
+        clock.t = host.not_before + 0.5
+    # read as a restart after a kill -9 would: the run of two is recalled
+    assert StartLog(log, horizon=10, ahead=scheduler.backoff.maximum).load().runs["a.test"][0] == 2
+    _answer(scheduler, host, 200)
+    runs = [line[3] for line in map(json.loads, log.read_text().splitlines()) if line[0] == "b"]
+    assert runs == [1, 2, 0]
+    assert StartLog(log, horizon=10, ahead=scheduler.backoff.maximum).load().runs == {}
+    _answer(scheduler, host, 200)  # no run to end: nothing more is written
+    assert log.read_text().count('"b"') == 3
 
 
 def test_a_robots_txt_hop_to_a_backed_off_host_does_not_hold_its_ip(opened_scheduler: Any) -> None:
