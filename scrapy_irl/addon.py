@@ -8,6 +8,7 @@ disable any of them by setting its path to ``None`` in ``DOWNLOADER_MIDDLEWARES`
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING
 
 from scrapy_irl import config
@@ -30,6 +31,8 @@ SPIDER_MIDDLEWARES = {
     # Lets the reactor run while a long start() is read (see scrapy_irl.startpace).
     "scrapy_irl.startpace.StartPacingMiddleware": 24,
 }
+#: The crawl report's sampler, listed for a crawl with a JOBDIR.
+SAMPLER = "scrapy_irl.report.sampler.StatsSampler"
 #: Scrapy's HTTP handler, swapped for ours (which leaves re-sending to the scheduler).
 STOCK_HTTP_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
 
@@ -40,6 +43,7 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         # The scheduler's timers, the DNS middleware and the robots cache run on it.
         config.require_reactor(settings, "scrapy_irl.Addon")
+        _write_defaults(settings)
         # Not over a command's choice either: ``scrapy shell`` sets BaseDupeFilter (at the
         # "command" priority, below the add-on's) so that a page can be fetched again,
         # and the IRL scheduler honours it (no filtering).
@@ -52,7 +56,18 @@ class Addon:
         settings.set("SCHEDULER", "scrapy_irl.scheduler.IrlScheduler", priority="addon")
         settings.set("DOWNLOAD_DELAY", 0, priority="addon")
         settings.set("AUTOTHROTTLE_ENABLED", False, priority="addon")
+        # Per-domain concurrency high enough that no download slot ever queues a request
+        # the heaps handed out (a project's ``download_slot`` meta may put many hosts in
+        # one slot): no more can be in flight than CONCURRENT_REQUESTS.
+        settings.set("CONCURRENT_REQUESTS_PER_DOMAIN",
+                     max(settings.getint("CONCURRENT_REQUESTS"),
+                         settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")),
+                     priority="addon")  # fmt: skip
         settings.set_in_component_priority_dict("EXTENSIONS", _load("scrapy_irl.progress.IrlProgress"), 0)
+        if settings.get("JOBDIR") and SAMPLER not in _placed(settings, "EXTENSIONS"):
+            # ``scrapy irl-report JOBDIR`` reads its samples (JOBDIR/irl, the job's own);
+            # without a JOBDIR they would go to the current directory, unasked.
+            settings.set_in_component_priority_dict("EXTENSIONS", _load(SAMPLER), 0)
         middlewares = _placed(settings, "DOWNLOADER_MIDDLEWARES")
         if STOCK_ROBOTS not in middlewares:  # the project did not place it itself
             settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(STOCK_ROBOTS), None)
@@ -64,6 +79,19 @@ class Addon:
         for path, priority in SPIDER_MIDDLEWARES.items():
             if path not in spider_middlewares:
                 settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", _load(path), priority)
+
+
+def _write_defaults(settings: BaseSettings) -> None:
+    """Every ``IRL_*`` default into the crawler's settings, at Scrapy's ``"default"``
+    priority (below any other source, so whatever a project, a spider or the command line
+    set wins): ``crawler.settings.get("IRL_HOST_DELAY")`` then reads the value in effect,
+    as for Scrapy's own settings. Components do not depend on it (:mod:`scrapy_irl.config`
+    falls back to the same module, for components enabled without the add-on)."""
+    from scrapy_irl import settings as defaults
+
+    for name in dir(defaults):
+        if name.startswith("IRL_"):
+            settings.set(name, copy.deepcopy(getattr(defaults, name)), priority="default")
 
 
 def _install_http_handler(settings: BaseSettings) -> None:

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from scrapy.utils.request import RequestFingerprinterProtocol
 
 logger = logging.getLogger(__name__)
+#: Duplicates are logged where Scrapy's RFPDupeFilter logs them, so a project's logging
+#: set-up for them (and tests written against Scrapy's) applies to ours unchanged.
+dupes_logger = logging.getLogger("scrapy.dupefilters")
 
 
 class DrumDupeFilter(BaseDupeFilter):
@@ -189,14 +192,14 @@ class DrumDupeFilter(BaseDupeFilter):
         if self.debug:
             msg = "Filtered duplicate request: %(request)s (referer: %(referer)s)"
             args = {"request": request, "referer": referer_str(request)}
-            logger.debug(msg, args, extra={"spider": spider})
+            dupes_logger.debug(msg, args, extra={"spider": spider})
         elif self.logdupes:
             msg = (
                 "Filtered duplicate request: %(request)s"
                 " - no more duplicates will be shown"
                 " (see DUPEFILTER_DEBUG to show all duplicates)"
             )
-            logger.debug(msg, {"request": request}, extra={"spider": spider})
+            dupes_logger.debug(msg, {"request": request}, extra={"spider": spider})
             self.logdupes = False
         if self.stats is not None:
             self.stats.inc_value("dupefilter/filtered")

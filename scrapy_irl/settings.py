@@ -151,10 +151,11 @@ IRL_HANDOUT_TIMEOUT = 60.0
 IRL_IDLE_MERGE_INTERVAL = 1.0
 # Seconds between samples of "downloader has a free slot while a request is due" (0: off).
 IRL_IDLE_SAMPLE_INTERVAL = 0.1
-# Crawler-trap paths refused before URLseen (0: no limit): more non-empty path segments
-# than this, or one segment or group of segments repeated more than this many times in a
-# row (/a/b/a/b/a/b/: a relative link looping). dont_filter requests are exempt.
+# Crawler-trap paths refused before URLseen: more non-empty path segments than this (0: no
+# limit). dont_filter requests are exempt from both trap rules.
 IRL_TRAP_MAX_PATH_SEGMENTS = 20
+# ... or one segment or group of segments repeated more than this many times in a row
+# (/a/b/a/b/a/b/: a relative link looping; 0: no limit, 1 is refused as it would catch dates).
 IRL_TRAP_MAX_SEGMENT_REPEATS = 2
 # Query parameters (case-insensitive) removed from URLs before dedup and fetch: session ids
 # turn one page into endless URL variants. "jsessionid" also strips ";jsessionid=" path
@@ -164,9 +165,9 @@ IRL_SESSION_PARAMS = ["sid", "sessionid", "session_id", "phpsessid", "jsessionid
 IRL_REPORT_TOP_PLDS = 20
 
 # --- WARC page repository (scrapy_irl.warc.extension.WarcExtension) ----------------------
-# Write every received response (and its request) to WARC files; the extension must also be
-# in EXTENSIONS.
-IRL_WARC_ENABLED = False
+# Write every received response (and its request) to WARC files, once the extension is in
+# EXTENSIONS (listing it is enough); False turns it off where a base settings module lists it.
+IRL_WARC_ENABLED = True
 # Directory of the WARC files; empty means JOBDIR/warc, or "warc" in the current directory.
 IRL_WARC_DIR = ""
 # First part of every WARC file name: {prefix}-{UTC timestamp}-{serial:05d}.warc.gz.
@@ -185,8 +186,9 @@ IRL_PROGRESS_INTERVAL = 10.0
 IRL_PROGRESS_BAR = True
 
 # --- Crawl report (scrapy_irl.report.sampler.StatsSampler, scrapy irl-report) -------------
-# Sample crawl stats for the report (the extension must also be in EXTENSIONS).
-IRL_REPORT_ENABLED = False
+# Sample crawl stats for the report, once the extension is in EXTENSIONS (listing it is
+# enough; the add-on lists it for a crawl with a JOBDIR); False turns it off.
+IRL_REPORT_ENABLED = True
 # Seconds between two samples.
 IRL_REPORT_INTERVAL = 5.0
 # Report data directory; empty means JOBDIR/irl, or ./irl-report-data without a JOBDIR.

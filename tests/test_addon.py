@@ -153,3 +153,41 @@ def test_components_enabled_one_by_one_refuse_reactorless_mode_by_name(path: str
     crawler = SimpleNamespace(settings=Settings({"TWISTED_REACTOR_ENABLED": False}), spider=None)
     with pytest.raises(RuntimeError, match=f"{path} needs a Twisted reactor"):
         load_object(path).from_crawler(crawler)
+
+
+def test_every_irl_default_is_in_the_crawlers_settings_below_the_projects_values():
+    """Issue 2: ``ADDONS`` is all a project needs; its settings then read like Scrapy's own
+    (``crawler.settings.get("IRL_HOST_DELAY")`` was None, found by an audit 2026-11-27)."""
+    from scrapy_irl import settings as defaults
+
+    settings = build({"IRL_HOST_DELAY": 30.0})
+    names = [name for name in dir(defaults) if name.startswith("IRL_")]
+    assert len(names) > 50
+    for name in names:
+        if name != "IRL_HOST_DELAY":
+            assert settings.get(name) == getattr(defaults, name), name
+            assert settings.getpriority(name) == 0, name  # Scrapy's "default" priority
+    assert settings.getfloat("IRL_HOST_DELAY") == 30.0  # the project's value wins
+    assert settings.getfloat("IRL_HOST_DELAY_MIN") == 2.0
+
+
+def test_the_report_sampler_is_listed_for_a_crawl_with_a_jobdir_only(tmp_path):
+    """``scrapy irl-report JOBDIR`` must have samples to read after a crawl with the add-on
+    alone; without a JOBDIR nothing is written to the current directory unasked."""
+    sampler = "scrapy_irl.report.sampler.StatsSampler"
+    assert sampler in enabled(build({"JOBDIR": str(tmp_path)}), "EXTENSIONS")
+    assert sampler not in enabled(build({}), "EXTENSIONS")
+    # listed by the project (by path or switched off): kept as it is, not listed twice
+    assert enabled(build({"JOBDIR": str(tmp_path), "EXTENSIONS": {sampler: 5}}),
+                   "EXTENSIONS").count(sampler) == 1  # fmt: skip
+    assert sampler not in enabled(build({"JOBDIR": str(tmp_path), "EXTENSIONS": {sampler: None}}),
+                                  "EXTENSIONS")  # fmt: skip
+
+
+def test_per_domain_concurrency_is_raised_to_the_global_limit_unless_higher():
+    """Issue 5: the add-on sets "per-domain concurrency high enough": a download slot must
+    never queue what the heaps handed out (many hosts may share one ``download_slot``)."""
+    assert build({"CONCURRENT_REQUESTS": 64}).getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 64
+    assert build({}).getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 16  # Scrapy's default global
+    assert build({"CONCURRENT_REQUESTS": 4, "CONCURRENT_REQUESTS_PER_DOMAIN": 100}).getint(
+        "CONCURRENT_REQUESTS_PER_DOMAIN") == 100  # fmt: skip

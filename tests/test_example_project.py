@@ -188,3 +188,21 @@ def test_simweb_failing_to_start_closes_the_spider_at_open(caplog):
         return [request.url async for request in spider.start()]
 
     assert asyncio.run(start_urls()) == ["http://127.0.0.1:1/"]  # simweb's seeds
+
+
+def test_the_simweb_argument_is_read_as_a_switch(tmp_path):
+    # bool("0") is True: -a simweb=0 started simweb (found by an audit, 2026-11-27).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "example_project"))
+    from example.spiders.broad import BroadSpider
+
+    urls = "http://127.0.0.1:1/"
+    assert BroadSpider().use_simweb  # nothing given: simweb
+    assert BroadSpider(simweb="1", start_urls=urls).use_simweb
+    assert BroadSpider(simweb="yes", start_urls=urls).use_simweb
+    assert not BroadSpider(simweb="0", start_urls=urls).use_simweb
+    assert not BroadSpider(simweb="false", start_urls=urls).use_simweb
+    assert not BroadSpider(start_urls=urls).use_simweb
+    with pytest.raises(ValueError, match="nothing else to crawl"):
+        BroadSpider(simweb="0")
+    with pytest.raises(ValueError, match="simweb='maybe'"):
+        BroadSpider(simweb="maybe", start_urls=urls)

@@ -13,13 +13,12 @@ NEWSPIDER_MODULE = "example.spiders"
 ADDONS = {"scrapy_irl.Addon": 0}
 
 # The page repository: every response and its request, in rotating WARC files
-# (JOBDIR/warc, or ./warc without a JOBDIR).
+# (JOBDIR/warc, or ./warc without a JOBDIR). Listing an extension switches it on.
 EXTENSIONS = {
     "scrapy_irl.warc.extension.WarcExtension": 0,
-    "scrapy_irl.report.sampler.StatsSampler": 0,  # data for `scrapy irl-report`
+    # data for `scrapy irl-report` (the add-on lists it itself only with a JOBDIR)
+    "scrapy_irl.report.sampler.StatsSampler": 0,
 }
-IRL_WARC_ENABLED = True
-IRL_REPORT_ENABLED = True
 IRL_REPORT_AT_CLOSE = True  # plots + index.html in irl-report-data/report (JOBDIR/irl/report)
 
 # The one setting a simweb crawl needs: simweb's names resolve to its 127.x addresses and

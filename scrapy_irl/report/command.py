@@ -43,8 +43,8 @@ def report(path: Path | str, output: Path | str | None = None,
     if data is None:
         print(
             f"irl-report: no {STATS_FILE} in {path} or {Path(path) / 'irl'} (was the crawl run "
-            "with EXTENSIONS including scrapy_irl.report.sampler.StatsSampler and "
-            "IRL_REPORT_ENABLED = True?)",
+            "with a JOBDIR and the scrapy-irl add-on, or with EXTENSIONS including "
+            "scrapy_irl.report.sampler.StatsSampler, and not with IRL_REPORT_ENABLED = False?)",
             file=err,
         )
         return 1

@@ -1,7 +1,7 @@
 """``StatsSampler``: numeric crawl stats as a time series, one JSON line per interval.
 
-Enable with ``EXTENSIONS = {"scrapy_irl.report.sampler.StatsSampler": 0}`` and
-``IRL_REPORT_ENABLED = True``. Every ``IRL_REPORT_INTERVAL`` seconds (and once more at
+Enabled by ``EXTENSIONS = {"scrapy_irl.report.sampler.StatsSampler": 0}`` (the add-on
+lists it for a crawl with a JOBDIR; ``IRL_REPORT_ENABLED = False`` turns it off). Every ``IRL_REPORT_INTERVAL`` seconds (and once more at
 close) one line ``{"t": ..., "time": ..., "stats": {...}}`` is appended to
 ``stats.jsonl`` in the data directory (``IRL_REPORT_DIR``, else ``JOBDIR/irl``, else
 ``./irl-report-data``) and flushed, so a killed crawl leaves at most a torn last line. A

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
+#: The ``IgnoreRequest`` message of a request dropped because robots.txt is unreachable.
+UNREACHABLE_MESSAGE = "Forbidden by robots.txt: unreachable (5xx, timeout or network error)"
 
 #: The robots middleware of each running crawler, for CrawlDelayMiddleware and the scheduler.
 _BY_CRAWLER: weakref.WeakValueDictionary[int, RobotsCacheMiddleware] = (
@@ -228,13 +230,17 @@ class RobotsCacheMiddleware:
         self.process_request_2(cached.rules, request)
 
     def _drop_unreachable(self, request: Request) -> NoReturn:
+        """robots.txt cannot be had: RFC 9309 section 2.3.1.4, "complete disallow". So it
+        counts in Scrapy's ``robotstxt/forbidden`` too (the meaning matches: refused by
+        robots.txt), and the error starts as Scrapy's does, for errbacks that read it."""
         self._inc("unreachable_dropped")
+        self.stats.inc_value("robotstxt/forbidden")
         logger.debug(
             "robots.txt of %(request)s is unreachable; dropping it",
             {"request": request},
             extra={"spider": self.crawler.spider},
         )
-        raise IgnoreRequest("robots.txt unreachable (5xx, timeout or network error)")
+        raise IgnoreRequest(UNREACHABLE_MESSAGE)
 
     def _forbid(self, request: Request) -> NoReturn:
         logger.debug(

@@ -16,6 +16,7 @@ from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import signals
 from scrapy.http import Request
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.request import referer_str
 
 from scrapy_irl.drum import CHECK
 from scrapy_irl.linksource import SOURCE_META_KEY
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from scrapy_irl.drum.store import DrumBatch
 
 logger = logging.getLogger(__name__)
+#: Where Scrapy's scheduler has its dupefilter log duplicates (see scrapy_irl.dupefilter).
+dupes_logger = logging.getLogger("scrapy.dupefilters")
 
 
 class Intake:
@@ -198,8 +201,40 @@ class Intake:
         duplicates = int(np.count_nonzero(checked)) - unique
         if duplicates:
             self.stats.inc_value("dupefilter/filtered", duplicates)
+            if self.log_next_duplicate or self.log_every_duplicate:
+                self._log_duplicates(batch, checked)
             self._signal_dropped(batch, checked)
         self.counts["unique"] += unique
+
+    def _log_duplicates(self, batch: DrumBatch, checked: np.ndarray) -> None:
+        """Scrapy's duplicate lines, under its logger: the first duplicate of the crawl, or
+        each one with DUPEFILTER_DEBUG (then each costs an unpickle, as a debug run may)."""
+        for i in np.flatnonzero(~batch.unique & checked):
+            aux = batch.aux(int(i))
+            if aux.startswith(RAM_PREFIX):
+                waiting = self._ram_checks.get(int.from_bytes(aux[len(RAM_PREFIX) :], "little"))
+                request = waiting[0] if waiting is not None else None
+            else:
+                try:
+                    request = self.codec.decode(record_blob(aux))
+                except ValueError:
+                    request = None
+            if request is None:
+                continue
+            if self.log_every_duplicate:
+                dupes_logger.debug(
+                    "Filtered duplicate request: %(request)s (referer: %(referer)s)",
+                    {"request": request, "referer": referer_str(request)},
+                    extra={"spider": self.spider},
+                )
+                continue
+            dupes_logger.debug(
+                "Filtered duplicate request: %(request)s - no more duplicates will be "
+                "shown (see DUPEFILTER_DEBUG to show all duplicates)",
+                {"request": request}, extra={"spider": self.spider},
+            )  # fmt: skip
+            self.log_next_duplicate = False
+            return
 
     def _signal_dropped(self, batch: DrumBatch, checked: np.ndarray) -> None:
         """``request_dropped`` for each duplicate, rebuilt from its record.

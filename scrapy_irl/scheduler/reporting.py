@@ -19,6 +19,7 @@ class StatsReporting:
         s(f"{STAT}/ram_requests", self._ram_items())
         s(f"{STAT}/ram_requests_peak", self.ram_peak)
         s(f"{STAT}/hosts_in_ram", len(self.polite.hosts))
+        s(f"{STAT}/ready_hosts", self.polite.ready_hosts())
         s(f"{STAT}/dns_waiting_hosts", len(self._dns_wait))
         s(f"{STAT}/dns_renewing_hosts", self.polite.resolving)
         s(f"{STAT}/held_hosts", len(self._held))

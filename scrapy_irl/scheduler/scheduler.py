@@ -216,6 +216,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         # DUPEFILTER_CLASS = BaseDupeFilter (what ``scrapy shell`` sets, so that a page can
         # be fetched again): nothing is filtered, every request goes as if dont_filter.
         self.filtering = _class_path(settings.get("DUPEFILTER_CLASS")) != _NO_FILTER
+        # Duplicates logged as Scrapy's scheduler has its dupefilter log them: the first
+        # one, or every one with DUPEFILTER_DEBUG.
+        self.log_every_duplicate = settings.getbool("DUPEFILTER_DEBUG")
+        self.log_next_duplicate = True
         self.trap_rule = PathTrapRule(
             max_segments=config.getint(settings, "IRL_TRAP_MAX_PATH_SEGMENTS", minimum=0),
             max_repeats=config.getint(settings, "IRL_TRAP_MAX_SEGMENT_REPEATS"),

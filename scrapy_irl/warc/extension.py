@@ -1,8 +1,8 @@
 """``WarcExtension``: every response Scrapy downloads, kept in rotating WARC 1.1 files.
 
 The WebBase page repository (``shared/seeds/000_*.txt`` section 3) for Scrapy, on any
-project: ``EXTENSIONS = {"scrapy_irl.warc.extension.WarcExtension": 0}`` and
-``IRL_WARC_ENABLED = True``. Each response the download handler returns (any status, any
+project: ``EXTENSIONS = {"scrapy_irl.warc.extension.WarcExtension": 0}`` is enough
+(``IRL_WARC_ENABLED = False`` turns it off). Each response the download handler returns (any status, any
 content type, robots.txt included) becomes a ``response`` record and its request a
 ``request`` record pointing to it with ``WARC-Concurrent-To``. Records are written on
 Scrapy's ``response_downloaded`` signal, before the downloader middlewares see the

@@ -136,13 +136,14 @@ def test_a_bad_interval_stops_the_crawl_instead_of_dropping_the_report() -> None
         )
 
 
-def test_from_crawler_needs_the_setting_and_picks_the_directory(tmp_path: Path) -> None:
+def test_listing_it_is_enough_the_setting_turns_it_off_and_it_picks_the_directory(
+    tmp_path: Path,
+) -> None:
     with pytest.raises(NotConfigured):
-        StatsSampler.from_crawler(get_crawler(settings_dict={}))
+        StatsSampler.from_crawler(get_crawler(settings_dict={"IRL_REPORT_ENABLED": False}))
     ext = StatsSampler.from_crawler(
         get_crawler(
             settings_dict={
-                "IRL_REPORT_ENABLED": True,
                 "IRL_REPORT_INTERVAL": 2,
                 "JOBDIR": str(tmp_path / "job"),
             }
@@ -343,3 +344,23 @@ def test_p_is_unique_over_offered_when_the_data_has_it(tmp_path: Path) -> None:
     s = render.summarize(render.read_samples(tmp_path / "stats.jsonl"))
     assert s.overall_p == pytest.approx(0.25)
     assert s.final_p == pytest.approx(0.25)
+
+
+@pytest.mark.slow
+def test_a_crawl_with_the_add_on_and_a_jobdir_alone_can_be_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 6: ``scrapy irl-report JOBDIR`` from the crawl's stats log. Until 2026-11-27
+    only a crawl that listed StatsSampler and switched it on left one."""
+    from tests.loopback_site import serving
+    from tests.scheduler.test_unusual_requests import _Site, crawl
+
+    job = tmp_path / "job"
+    with serving(_Site()) as site:
+        stats = crawl([{"url": f"{site.base_url}/p{n}"} for n in range(3)], tmp_path,
+                      JOBDIR=str(job))  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert (job / "irl" / "stats.jsonl").is_file()
+    assert command.main([str(job)]) == 0
+    assert (job / "irl" / "report" / "index.html").is_file()
+    assert "pages" in capsys.readouterr().out

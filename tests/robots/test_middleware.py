@@ -148,10 +148,11 @@ def test_4xx_allows_everything(make, status):
 def test_unreachable_disallows_then_retries_with_backoff(make, clock, answer):
     web = FakeWeb({"http://a.test/robots.txt": answer})
     mw = make(web, IRL_ROBOTS_RETRY_DELAY=10, IRL_ROBOTS_RETRY_MAX_DELAY=25)
-    assert outcome(mw, "http://a.test/x").startswith("robots.txt unreachable")
+    assert outcome(mw, "http://a.test/x").startswith("Forbidden by robots.txt: unreachable")
     assert stat(mw, "irl_robots/unreachable_dropped") == 1
+    assert stat(mw, "robotstxt/forbidden") == 1  # RFC 9309: "complete disallow"
     clock.now += 9
-    assert outcome(mw, "http://a.test/x").startswith("robots.txt unreachable")
+    assert outcome(mw, "http://a.test/x").startswith("Forbidden by robots.txt: unreachable")
     assert len(web.requested) == 1  # still backing off
     clock.now += 2
     outcome(mw, "http://a.test/x")
@@ -182,7 +183,7 @@ def test_recent_copy_stays_in_force_when_unreachable(make, clock):
     assert outcome(mw, "http://a.test/private/1") == "Forbidden by robots.txt"
     assert stat(mw, "irl_robots/stale_used") == 1
     clock.now += 1000  # the copy is now too old
-    assert outcome(mw, "http://a.test/page").startswith("robots.txt unreachable")
+    assert outcome(mw, "http://a.test/page").startswith("Forbidden by robots.txt: unreachable")
 
 
 def test_redirects_followed_up_to_five(make):
@@ -492,8 +493,8 @@ def test_a_status_beyond_16_bits_is_stored(make, status):
     # The record's 16-bit status field made storing it raise: every request failed.
     web = FakeWeb({"http://a.test/robots.txt": (status, b"")})
     mw = make(web)
-    assert outcome(mw, "http://a.test/x").startswith("robots.txt unreachable")
-    assert outcome(mw, "http://a.test/y").startswith("robots.txt unreachable")
+    assert outcome(mw, "http://a.test/x").startswith("Forbidden by robots.txt: unreachable")
+    assert outcome(mw, "http://a.test/y").startswith("Forbidden by robots.txt: unreachable")
     assert len(web.requested) == 1  # cached: asked once
 
 
@@ -572,10 +573,10 @@ def test_a_request_the_scheduler_refused_fails_whatever_the_cache_says(make):
     mw = make(web)
     assert outcome(mw, "http://a.test/p", **{REFUSED_META: "forbidden"}) == "Forbidden by robots.txt"
     assert outcome(mw, "http://a.test/q", **{REFUSED_META: "unreachable"}) == (
-        "robots.txt unreachable (5xx, timeout or network error)"
+        "Forbidden by robots.txt: unreachable (5xx, timeout or network error)"
     )
     assert web.urls == []
-    assert stat(mw, "robotstxt/forbidden") == 1
+    assert stat(mw, "robotstxt/forbidden") == 2  # an unreachable robots.txt forbids all
     assert stat(mw, "irl_robots/unreachable_dropped") == 1
 
 

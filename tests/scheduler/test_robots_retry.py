@@ -84,7 +84,8 @@ def test_unreachable_robots_txt_keeps_urls_until_retries_run_out(tmp_path: Path)
     assert stats["irl_sched/robots_retry_parked"] >= 2 * (1 + 2)
     assert stats["irl_sched/robots_retry_held"] >= 1 + 2
     assert stats["irl_sched/beast/front_pushed"] == 2  # the two serializable dont_filter
-    assert stats["robotstxt/forbidden"] == 1  # /page/3 on the recovered origin
+    # /page/3 on the recovered origin, and the 3 URLs of the one down (complete disallow)
+    assert stats["robotstxt/forbidden"] == 1 + 3
     assert stats["irl_sched/held_hosts"] == 0
     assert stats["finish_reason"] == "finished"
 

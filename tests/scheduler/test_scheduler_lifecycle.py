@@ -4,6 +4,7 @@ open or a failing store close that still releases everything."""
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -410,3 +411,33 @@ def test_a_projects_own_http_handler_is_named_once_at_open(
     with caplog.at_level("INFO", logger="scrapy_irl.scheduler.scheduler"):
         opened(JOBDIR=str(tmp_path / "ours"), DOWNLOAD_HANDLERS={"http": PATH, "https": PATH}).close("finished")
     assert not [r for r in caplog.records if "project's handlers" in r.getMessage()]
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_duplicates_are_logged_as_scrapys_scheduler_logs_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, debug: bool
+) -> None:
+    """Issue 2 asks for DUPEFILTER_DEBUG-style logging: the first duplicate, or each one
+    with DUPEFILTER_DEBUG, under Scrapy's ``scrapy.dupefilters`` logger. Until 2026-11-27
+    the IRL scheduler only counted them."""
+    sched = opened(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
+                   DUPEFILTER_DEBUG=debug)  # fmt: skip
+    try:
+        with caplog.at_level(logging.DEBUG, logger="scrapy.dupefilters"):
+            for url in ("http://a.example/1", "http://a.example/1", "http://a.example/2"):
+                sched.enqueue_request(Request(url, headers={"Referer": "http://r.example/"}))
+            sched.urlseen.merge()
+            sched.enqueue_request(Request("http://a.example/2", callback=lambda r: None))  # in RAM
+            sched.urlseen.merge()
+        lines = [r.getMessage() for r in caplog.records if r.name == "scrapy.dupefilters"]
+        assert sched.stats.get_value("dupefilter/filtered") == 2
+    finally:
+        sched.close("finished")
+    if debug:
+        assert lines == [
+            "Filtered duplicate request: <GET http://a.example/1> (referer: http://r.example/)",
+            "Filtered duplicate request: <GET http://a.example/2> (referer: None)",
+        ]
+    else:
+        assert lines == ["Filtered duplicate request: <GET http://a.example/1> - no more "
+                         "duplicates will be shown (see DUPEFILTER_DEBUG to show all duplicates)"]

@@ -281,6 +281,7 @@ def test_requests_of_an_origin_whose_robots_txt_stays_unreachable_reach_their_er
     assert stats["finish_reason"] == "finished"
     assert stats.get("listed/errback/IgnoreRequest") == 3, stats
     assert stats.get("irl_robots/unreachable_dropped") == 3  # counted once each
+    assert stats.get("robotstxt/forbidden") == 3  # RFC 9309: unreachable is complete disallow
 
 
 class _SessionHandler(BaseHTTPRequestHandler):

@@ -38,10 +38,6 @@ DELIBERATE = {
     # write: URLseen lives in ``JOBDIR/irl/urlseen/``, CRC-framed bucket files and a sorted
     # cache; torn tails and corruption are tested in tests/drum and tests/test_dupefilter.py.
     "test_dupefilters.py::TestRFPDupeFilter::test_seenreq_truncated",
-    # The "Filtered duplicate request" lines are logged by our module's logger
-    # (``scrapy_irl.dupefilter``); the test looks for them under ``scrapy.dupefilters``.
-    # The messages and the ``dupefilter/filtered`` stat are the same.
-    "test_dupefilters.py::TestRFPDupeFilter::test_log_debug[None]",
     # RFPDupeFilter's deprecated in-memory ``fingerprints`` set: the point of DRUM is that
     # there is no such set.
     "test_dupefilters.py::TestRFPDupeFilter::test_fingerprints_deprecation",

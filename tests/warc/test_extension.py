@@ -79,9 +79,14 @@ def stat(ext: WarcExtension, key: str) -> object:
     return ext.stats.get_value(f"irl_warc/{key}")
 
 
-def test_disabled_by_default():
+def test_listing_it_is_enough_and_the_setting_switches_it_off(tmp_path: Path):
+    """Issue 6: an extension "other projects can enable alone". Until 2026-11-27 listing it
+    in EXTENSIONS wrote nothing unless IRL_WARC_ENABLED was set too."""
     with pytest.raises(NotConfigured):
-        WarcExtension.from_crawler(get_crawler(settings_dict={}))
+        WarcExtension.from_crawler(get_crawler(settings_dict={"IRL_WARC_ENABLED": False}))
+    ext = WarcExtension.from_crawler(get_crawler(settings_dict={"IRL_WARC_DIR": str(tmp_path)}))
+    assert ext.writer.directory == tmp_path
+    ext.spider_closed()
 
 
 def test_directory_defaults(tmp_path: Path):
@@ -336,7 +341,7 @@ def test_real_crawl_archives_the_redirects_it_follows(tmp_path: Path):
     with warc_site() as site:
         base = site.base_url
         stats, _ = crawl({"get": [base + "/moved", base + "/refresh"],
-                          "settings": {"EXTENSIONS": {EXTENSION: 0}, "IRL_WARC_ENABLED": True}},
+                          "settings": {"EXTENSIONS": {EXTENSION: 0}}},  # listing it is enough
                          cwd=tmp_path)  # fmt: skip
     assert stats["finish_reason"] == "finished" and stats["test/parsed"] == 2, stats
     records = records_in(tmp_path / "warc")

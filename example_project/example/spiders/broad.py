@@ -40,6 +40,20 @@ def _read_port(path: Path) -> int | None:
     return port if 0 < port < 65536 else None
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def switch_argument(name: str, value: str) -> bool:
+    """A spider argument meant as on/off (``-a simweb=0`` is off: ``bool("0")`` is not)."""
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"-a {name}={value!r}: expected 1/0, true/false, yes/no or on/off")
+
+
 def read_seeds(path: Path) -> tuple[list[str], list[tuple[int, str]]]:
     """Valid http(s) URLs of a seed file, and the (line number, text) of rejected lines."""
     # utf-8-sig: a byte-order mark (as some editors save) is not part of the first URL.
@@ -96,7 +110,12 @@ class BroadSpider(scrapy.Spider):
         self.seeds_path = Path(seeds) if seeds else None
         # -a start_urls=URL,URL (Scrapy would set the string as the attribute as is)
         self.given_urls = (start_urls or "").replace(",", " ").split()
-        self.use_simweb = bool(simweb) or (self.seeds_path is None and not self.given_urls)
+        nothing_given = self.seeds_path is None and not self.given_urls
+        wanted = None if simweb is None else switch_argument("simweb", simweb)
+        if wanted is False and nothing_given:
+            raise ValueError("-a simweb=0 needs seeds (-a seeds=FILE) or -a start_urls=URL,...: "
+                             "there is nothing else to crawl")  # fmt: skip
+        self.use_simweb = wanted is True or nothing_given
         self.requests_log = Path(requests_log)
         self.simweb_seeds = int(simweb_seeds)
         self.links = LinkExtractor()
@@ -178,12 +197,12 @@ class BroadSpider(scrapy.Spider):
 
     def _list_warc_files(self) -> None:
         """Say where the page repository went (the WARC extension may still be finishing)."""
-        from scrapy_irl import config as irl_config
-        from scrapy_irl.warc.extension import warc_dir
+        from scrapy_irl.warc.extension import WarcExtension, warc_dir
 
         settings = self.crawler.settings
-        if not irl_config.getbool(settings, "IRL_WARC_ENABLED"):
-            return
+        extensions = getattr(self.crawler.extensions, "middlewares", ())
+        if not any(isinstance(extension, WarcExtension) for extension in extensions):
+            return  # not in EXTENSIONS, or switched off (IRL_WARC_ENABLED = False)
 
         directory = Path(warc_dir(settings))
         files = sorted(p.name for p in directory.glob("*.warc*")) if directory.is_dir() else []
