@@ -23,6 +23,7 @@ from twisted.internet import defer
 from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.defer import Deferred, DeferredSemaphore
 
+from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.hosts.records import DnsRecord, RecordError
 from scrapy_irl.hosts.store import HostStore
 
@@ -110,6 +111,8 @@ class HostResolver:
         ``fresh_for``: a record expiring within this many seconds is looked up again now
         (the IRL scheduler renews a host's record a little before it expires)."""
         host = host.lower()
+        if isIPv6Address(host):  # one spelling of the address: one IP for the heaps
+            host = canonical_host(host)
         if isIPAddress(host) or isIPv6Address(host):
             now = self.clock()
             return defer.succeed(DnsRecord((host,), now, now + self.ttl))

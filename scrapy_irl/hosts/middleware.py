@@ -37,6 +37,7 @@ from twisted.internet import task
 
 from scrapy_irl import config
 from scrapy_irl.hosts.dns import HostResolver
+from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.pinning import lookup_address, pin_address
 from scrapy_irl.hosts.proxy import ProxyRoutes
@@ -175,8 +176,8 @@ class HostDnsMiddleware:
             raise _DnsError(
                 f"{parts.hostname}: DNS lookup failed ({record.error}, cached)"
             )
-        # An IP literal is not looked up by the downloader either.
-        if record.ips != (parts.hostname,) and not pin_address(
+        # An IP literal is not looked up by the downloader either (in any spelling).
+        if record.ips != (canonical_host(parts.hostname),) and not pin_address(
             self._installed_reactor, parts.hostname, record.ip  # type: ignore[arg-type]
         ):
             self._unpinned()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import ParseResult, SplitResult
 
+from scrapy_irl.hosts.names import canonical_host
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -11,10 +13,11 @@ def origin_of(parts: SplitResult | ParseResult) -> str | None:
     """``scheme://host[:port]`` with the default port left out; None without a host.
 
     Userinfo is dropped, the host lowercased and the root's trailing dot removed, so
-    ``http://U@Example.com.:80/x`` and ``http://example.com/y`` share one robots.txt. A
-    malformed port gives None.
+    ``http://U@Example.com.:80/x`` and ``http://example.com/y`` share one robots.txt; an
+    IPv6 literal is written one way (``[0:0::1]`` is ``[::1]``). A malformed port gives
+    None.
     """
-    host = (parts.hostname or "").rstrip(".")
+    host = canonical_host(parts.hostname)
     if not host:
         return None
     try:

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from scrapy.http import Request
 
+from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.scheduler.codec import record_url
 from scrapy_irl.scheduler.politeness import Host
 
@@ -109,8 +110,9 @@ def without_host(scheme: str, host: str) -> bool:
 
 def host_key(hostname: str | None) -> str:
     """The politeness key of a URL's host: lower case, without the root's trailing dot
-    (``site.test.`` and ``site.test`` are one DNS name, one server to be polite to)."""
-    return (hostname or "").lower().rstrip(".")
+    (``site.test.`` and ``site.test`` are one DNS name, one server to be polite to), an
+    IPv6 literal in one spelling (:func:`scrapy_irl.hosts.names.canonical_host`)."""
+    return canonical_host(hostname)
 
 
 #: URLseen aux of a request that cannot be written to disk (a lambda callback, a URL of

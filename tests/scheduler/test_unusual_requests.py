@@ -15,6 +15,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.crawl_runner import crawl_in_subprocess
 from tests.loopback_site import LoopbackServer, send_body, serve_tls, serving
 
@@ -326,3 +328,59 @@ def test_a_page_that_redirects_to_add_a_session_id_is_fetched(tmp_path: Path) ->
     assert stats["finish_reason"] == "finished"
     assert stats["response_received_count"] == 3  # the pages (redirects are not responses)
     assert stats["irl_sched/session_redirects_kept"] == 3
+
+
+class _Site6(_Site):
+    """The same site on the IPv6 loopback address ``::1``."""
+
+    address_family = socket.AF_INET6
+
+    def __init__(self) -> None:
+        from http.server import ThreadingHTTPServer
+
+        ThreadingHTTPServer.__init__(self, ("::1", 0), _Handler)
+        self.robots = None
+        self.lock = threading.Lock()
+        self.log = []
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_ipv6_spellings_of_one_address_are_one_host_and_one_ip() -> None:
+    from urllib.parse import urlsplit
+
+    from scrapy_irl.hosts.names import canonical_host
+    from scrapy_irl.robots.origin import origin_of
+    from scrapy_irl.scheduler.items import host_key
+
+    spellings = ["[::1]", "[0:0:0:0:0:0:0:1]", "[::0001]", "[0000::1]"]
+    assert {host_key(urlsplit(f"http://{s}:8080/").hostname) for s in spellings} == {"::1"}
+    assert {origin_of(urlsplit(f"http://{s}:8080/")) for s in spellings} == {"http://[::1]:8080"}
+    assert origin_of(urlsplit("http://[2001:DB8:0:0::1]/")) == "http://[2001:db8::1]"
+    assert canonical_host("Example.COM.") == "example.com"
+    assert canonical_host("127.0.0.1") == "127.0.0.1"
+    assert canonical_host("not:an:address") == "not:an:address"  # left as it is
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_one_ipv6_server_written_three_ways_is_crawled_at_its_delay(tmp_path: Path) -> None:
+    """Each spelling was a host and an IP of its own: three robots.txt fetches and pages
+    0.3 ms apart at tau_h = tau_s = 0.5 s (found by a probe, 2026-11-27)."""
+    with serving(_Site6()) as site:
+        port = site.server_address[1]
+        stats = crawl([{"url": f"http://{host}:{port}/{n}"}
+                       for n, host in enumerate(("[::1]", "[0:0:0:0:0:0:0:1]", "[::0001]"))],
+                      tmp_path, ROBOTSTXT_OBEY=True, IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5,
+                      IRL_IP_DELAY=0.5, IRL_IP_DELAY_MIN=0.5,
+                      TWISTED_DNS_RESOLVER="scrapy.resolver.CachingHostnameResolver")  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert [path for _, _, path in site.log].count("/robots.txt") == 1, site.log
+    assert sorted(path for _, _, path in site.pages()) == ["/0", "/1", "/2"]
+    assert min(gaps(site.log)) >= 0.5, site.log
