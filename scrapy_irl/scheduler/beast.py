@@ -10,7 +10,11 @@ intervals, and nothing is discarded for budget reasons. When every queue is empt
 cycle is fast-forwarded, and the split of Q_F starts at its smallest k, so the crawl
 always progresses. A record whose host or IP cannot take more work for a while is
 *parked* (:meth:`Beast.park`): kept on disk, out of :meth:`Beast.pop`'s reach, until the
-caller's next :meth:`Beast.unpark`. Records outside the budgets (``dont_filter``
+caller's next :meth:`Beast.unpark`. A record whose host waits for a retry of its DNS
+lookup or robots.txt fetch is parked apart (:meth:`Beast.park_for_retry`), with the
+time it is due, and comes back once the earliest of those times has passed
+(:meth:`Beast.release_retries`): not a whole unpark period late, and without re-reading
+every backlogged record. Records outside the budgets (``dont_filter``
 requests, and RAM saved at a graceful stop) go to the *front* queue, read first.
 
 On disk (``directory``): one append-only file per queue, ``q<id>.beast``, of CRC-framed
@@ -298,6 +302,10 @@ class Beast:
         self.requeued = 0
         self.front_pushed = 0
         self.parked_total = 0
+        self.retry_parked_total = 0
+        #: When the earliest record parked for a retry is due (the caller's clock; inf:
+        #: none). Not saved: a restart releases them all at open (:meth:`unpark`).
+        self.retry_due = float("inf")
         #: Per producer, the last result epoch whose records this STATE holds (STAR's
         #: pld_indegree): saved with the queues, so a producer whose acknowledgement a
         #: kill prevented can tell, when it delivers that epoch again, that its records
@@ -316,6 +324,7 @@ class Beast:
             self.qf = self._new_queue()
             self.front = self._new_queue()  # requeued at a graceful stop: read first
             self.parked = self._new_queue()  # held back for a while (see park)
+            self.retrying = self._new_queue()  # waiting for a retry (see park_for_retry)
             self.save()
         else:
             try:
@@ -396,6 +405,8 @@ class Beast:
         self.qf = load(state["qf"])
         self.front = load(state["front"])
         self.parked = load(state["parked"]) if "parked" in state else self._new_queue()
+        # absent in STATEs of versions before 2026-11-27
+        self.retrying = load(state["retrying"]) if "retrying" in state else self._new_queue()
         self._returning = [load(q) for q in state.get("returning", [])]
         self._draining = [load(q, retired=True) for q in state["draining"]]
         # Retired queues still owing records (held in RAM when the last run stopped).
@@ -460,6 +471,7 @@ class Beast:
             "qf": self.qf.qid,
             "front": self.front.qid,
             "parked": self.parked.qid,
+            "retrying": self.retrying.qid,
             "returning": [q.qid for q in self._returning],
             "draining": [q.qid for q in self._draining],
             "rescans": self.rescans,
@@ -511,12 +523,32 @@ class Beast:
         self._append(self.parked, _ENTRY.pack(1, 0) + record)
 
     def unpark(self) -> int:
-        """Make everything parked so far readable again (before the ring); returns how many."""
+        """Make everything parked so far readable again (before the ring), records parked
+        for a retry included; returns how many."""
         count = self.parked.size
+        if count > 0:
+            self._returning.append(self.parked)
+            self.parked = self._new_queue()
+        return max(0, count) + self.release_retries()
+
+    def park_for_retry(self, record: bytes, due: float) -> None:
+        """Hold a record back until ``due`` (the caller's clock): its host waits for a
+        retry of its DNS lookup or of its robots.txt fetch. Read again once the earliest
+        due time has passed (:meth:`release_retries`, which the caller calls when
+        :attr:`retry_due` is past); records not due yet then are parked again by the
+        caller, so only records waiting for a retry are re-read, never the backlog."""
+        self.retry_parked_total += 1
+        self.retry_due = min(self.retry_due, due)
+        self._append(self.retrying, _ENTRY.pack(1, 0) + record)
+
+    def release_retries(self) -> int:
+        """Make every record parked for a retry readable again; returns how many."""
+        self.retry_due = float("inf")
+        count = self.retrying.size
         if count <= 0:
             return 0
-        self._returning.append(self.parked)
-        self.parked = self._new_queue()
+        self._returning.append(self.retrying)
+        self.retrying = self._new_queue()
         return count
 
     def requeue(self, record: bytes) -> None:
@@ -667,7 +699,7 @@ class Beast:
 
     # -- sizes -----------------------------------------------------------------------------
     def __len__(self) -> int:
-        return self.readable + self.parked.size
+        return self.readable + self.parked.size + self.retrying.size
 
     @property
     def readable(self) -> int:
@@ -679,6 +711,7 @@ class Beast:
         out = {"j": self.j, "current": self.current + 1, "qf": self.qf.size, "queued": len(self),
                "rescans": self.rescans, "placed_in_qf": self.placed_in_qf,
                "parked": self.parked.size, "parked_total": self.parked_total,
+               "retrying": self.retrying.size, "retry_parked_total": self.retry_parked_total,
                "front": self.front.size, "front_pushed": self.front_pushed}  # fmt: skip
         for i, queue in enumerate(self.ring):
             out[f"q{i + 1}"] = queue.size

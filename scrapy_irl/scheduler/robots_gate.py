@@ -164,19 +164,14 @@ class RobotsGate:
         """robots.txt is unreachable but will be asked again: keep the URL until then.
 
         RFC 9309 forbids crawling meanwhile, not remembering: a 503 or a timeout on one
-        fetch must not cost the origin its URLs. BEAST records are parked on disk (they
-        come back with the next unpark and, once the back-off is over, wait in Q_R for
-        the re-fetch); other requests wait in RAM for the back-off. After
+        fetch must not cost the origin its URLs. BEAST records are parked on disk until
+        the back-off is over (then they wait in Q_R for the re-fetch; until 2026-11-27
+        they came back only with the next unpark, up to IRL_RAM_BACKLOG_SECONDS late);
+        other requests wait in RAM for the back-off. After
         IRL_ROBOTS_UNREACHABLE_RETRIES failed re-fetches the URLs are dropped, so an
         origin that stays down cannot keep a crawl open for hours of back-off.
         """
-        if isinstance(item, Held):
-            self.counts["robots_retry_parked"] += 1
-            self.beast.park(item.record)
-            self._release(item)
-        else:
-            self.counts["robots_retry_held"] += 1
-            self._hold(host, [item], record.expires_at - self.robots.clock())  # type: ignore[union-attr]
+        self._wait_for_retry(host, [item], record.expires_at - self.robots.clock(), "robots")  # type: ignore[union-attr]
 
     def _default_ua(self) -> str:
         assert self.robots is not None

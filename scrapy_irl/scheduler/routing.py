@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Least wait of a record parked for a retry (seconds): a retry already due, or a clock
+#: step, cannot make records come back and be parked again at every tick.
+MIN_RETRY_WAIT = 0.5
+
 
 class Routing:
     """IrlScheduler's DNS routing and host table (a mixin: the state is IrlScheduler's)."""
@@ -100,9 +104,7 @@ class Routing:
         """``host``'s lookup failed: hold its URLs for the resolver's retry, or drop them
         (counted) once it gave up on the name."""
         if self.resolver.will_retry(record):
-            # In RAM, not parked: an unpark is a minute away by default, the retry 10 s.
-            self.counts["dns_retry_held"] += len(items)
-            self._hold(host, items, record.expires_at - self.resolver.clock())
+            self._wait_for_retry(host, items, record.expires_at - self.resolver.clock(), "dns")
             return
         self.counts["dns_failed_dropped"] += len(items)
         # Each leaves the frontier but is handed out at once, outside the heaps, so its
@@ -202,6 +204,28 @@ class Routing:
             self._waiting -= len(waiting)
             items.extend(waiting)
         return items
+
+    def _wait_for_retry(self, host: str, items: list[Any], wait: float, why: str) -> None:
+        """``host``'s DNS lookup or robots.txt fetch (``why``) is retried in ``wait``
+        seconds: its URLs wait for it. BEAST records wait on disk
+        (:meth:`Beast.park_for_retry`), back when the retry is due; in RAM they counted
+        against IRL_FRONTIER_RAM_REQUESTS, so a seed list with many dead names held the
+        healthy hosts back for the whole retry window (found by a probe, 2026-11-27).
+        Requests that are not BEAST records (unserializable ones) wait in RAM."""
+        parked = "dns_retry_parked" if why == "dns" else "robots_retry_parked"
+        held = "dns_retry_held" if why == "dns" else "robots_retry_held"
+        due = self.clock() + max(MIN_RETRY_WAIT, wait)
+        in_ram = []
+        for item in items:
+            if isinstance(item, Held):
+                self.beast.park_for_retry(item.record, due)
+                self._release(item)
+                self.counts[parked] += 1
+            else:
+                in_ram.append(item)
+        if in_ram:
+            self.counts[held] += len(in_ram)
+            self._hold(host, in_ram, wait)
 
     def _hold(self, host: str, items: list[Any], wait: float) -> None:
         """Keep ``items`` in RAM for ``wait`` seconds, then route them again (:meth:`_on_tick`).

@@ -788,6 +788,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 if self.beast.unpark():
                     self._fill()
                     self._wake_engine()
+            elif now >= self.beast.retry_due and self.beast.release_retries():
+                self._fill()  # a host's DNS or robots.txt retry is due: its URLs come back
+                self._wake_engine()
             if self._would_idle(now):
                 # The engine only asks when a slot frees or a host is due; while every
                 # host waits out its delay, new URLs must still flow from URLseen to BEAST.

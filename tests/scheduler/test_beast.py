@@ -369,6 +369,42 @@ def test_parked_records_wait_for_unpark_and_are_read_before_the_ring(tmp_path):
     assert len(beast) == 0 and beast.stats()["parked_total"] == 1
 
 
+def test_records_parked_for_a_retry_come_back_when_released_and_survive_a_kill(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert beast.retry_due == float("inf")
+    beast.park(b"backlog")
+    beast.park_for_retry(b"dns", 30.0)
+    beast.park_for_retry(b"robots", 10.0)
+    assert beast.retry_due == 10.0  # the earliest: the caller releases them then
+    assert (len(beast), beast.readable) == (3, 0)
+    assert beast.stats()["retrying"] == 2 and beast.stats()["retry_parked_total"] == 2
+    assert beast.release_retries() == 2 and beast.retry_due == float("inf")
+    assert drain(beast) == ["dns", "robots"]  # the backlog stays parked
+    beast.park_for_retry(b"again", 5.0)
+    beast.save()
+    del beast  # kill -9: the due time is not saved; the records are
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert (len(again), again.retrying.size, again.retry_due) == (2, 1, float("inf"))
+    assert again.unpark() == 2  # at open the scheduler unparks all, retries included
+    assert sorted(drain(again)) == ["again", "backlog"]
+
+
+def test_a_state_of_a_version_without_the_retry_queue_opens(tmp_path):
+    import zlib
+
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.park(b"p")
+    beast.save()
+    del beast
+    state = json.loads((tmp_path / "STATE").read_text())
+    del state["body"]["retrying"]  # as written before 2026-11-27
+    state["crc32"] = zlib.crc32(json.dumps(state["body"], sort_keys=True).encode())
+    (tmp_path / "STATE").write_text(json.dumps(state))
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert again.retrying.size == 0 and again.unpark() == 1
+    assert drain(again) == ["p"]
+
+
 def test_parked_and_unparked_queues_survive_a_kill(tmp_path):
     beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
     for name in (b"p1", b"p2", b"p3"):
@@ -504,7 +540,8 @@ def test_a_live_queue_shorter_than_its_cursor_is_still_refused(tmp_path):
         Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
 
 
-OPS = ("push", "push", "push_front", "pop", "pop", "done", "park", "unpark", "save", "kill")
+OPS = ("push", "push", "push_front", "pop", "pop", "done", "park", "unpark", "save", "kill",
+       "park_for_retry", "release_retries")
 
 
 @settings(max_examples=300, deadline=None)
@@ -548,17 +585,22 @@ def _random_operations_and_kills(directory, ops):
                 assert pending[name] > 0, f"{name} read but not pending"
                 pending[name] -= 1
                 held.setdefault(name, got[1])
-        elif op in ("done", "park") and held:
+        elif op in ("done", "park", "park_for_retry") and held:
             name = sorted(held)[n % len(held)]
             token = held.pop(name)
             if op == "park":
                 beast.park(name.encode())
+                pending[name] += 1
+            elif op == "park_for_retry":
+                beast.park_for_retry(name.encode(), float(n))
                 pending[name] += 1
             else:
                 finished.add(name)
             beast.done(token)
         elif op == "unpark":
             beast.unpark()
+        elif op == "release_retries":
+            beast.release_retries()
         elif op == "save":
             beast.save()
             named = set(json.loads((directory / "STATE").read_text())["body"]["cursors"])

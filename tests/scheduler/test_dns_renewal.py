@@ -248,14 +248,16 @@ def test_a_failed_renewal_follows_the_rules_of_a_first_failed_lookup(
         assert crawl.next(1150.0) is None
         assert dns.asked.count("a.test") == 2
         assert count(sched, "dns_renew_failed") == 1
-        # Held for the retry like a first failed lookup's URLs.
+        # Parked for the retry like a first failed lookup's URLs, due with it.
         assert "a.test" not in sched.polite.hosts
-        assert count(sched, "dns_retry_held") == 2 and len(sched._held["a.test"]) == 2
+        assert count(sched, "dns_retry_parked") == 2 and "a.test" not in sched._held
+        assert sched.beast.stats()["retrying"] == 2 and sched.beast.retry_due == 1155.0
         assert len(sched) == 2 and sched.has_pending_requests()
         if recovers:
             dns.answers["a.test"] = "10.0.0.3"
         clock.now = 1155.0  # the retry is due (IRL_DNS_RETRY_DELAY)
-        sched._route_held(clock.now)  # what the tick does
+        assert sched.beast.release_retries() == 2  # what the tick does once it is due
+        sched._fill()
         assert dns.asked.count("a.test") == 3
         crawl.rest()
         if recovers:

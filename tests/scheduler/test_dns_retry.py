@@ -47,6 +47,34 @@ def test_a_failed_lookup_is_retried_and_only_a_dead_name_loses_its_urls(tmp_path
     assert stats["irl_dns/unresolvable_requests"] == 2 * 3
     assert stats["retry/max_reached"] == 2
     assert "Gave up retrying <GET http://www.dead.test" in log
-    assert stats["irl_sched/dns_retry_held"] == 1 + 2 * 2  # held per failure, per URL
+    # parked on disk per failure, per URL (held in RAM before 2026-11-27)
+    assert stats["irl_sched/dns_retry_parked"] == 1 + 2 * 2
+    assert "irl_sched/dns_retry_held" not in stats
     assert stats["irl_sched/held_hosts"] == 0
     assert stats["finish_reason"] == "finished"
+
+
+@pytest.mark.slow
+def test_urls_of_dead_names_wait_on_disk_not_in_the_ram_healthy_hosts_need(tmp_path: Path):
+    """Held in RAM for the lookup's retries, the URLs of dead names filled
+    IRL_FRONTIER_RAM_REQUESTS and no other host was loaded until the retries were spent
+    (a probe: a healthy host's first page at 18.6 s)."""
+    with loopback_site(size=4) as site:
+        port = site.server_address[1]
+        dead = [f"http://www{n % 3}.dead.test:{port}/page/{n}" for n in range(10)]
+        stats, _ = crawl({
+            "start": [*dead, f"http://www.steady.test:{port}/page/0"],
+            "settings": {
+                "ADDONS": {"scrapy_irl.Addon": 0},
+                "TWISTED_DNS_RESOLVER": "tests.scheduler.flaky_resolver.FlakyResolver",
+                "IRL_HOSTS_DIR": str(tmp_path / "hosts"), "IRL_FRONTIER_RAM_REQUESTS": 5,
+                "IRL_DNS_RETRIES": 2, "IRL_DNS_RETRY_DELAY": 10.0,
+                "IRL_HOST_DELAY": 0.0, "IRL_HOST_DELAY_MIN": 0.0, "IRL_IP_DELAY": 0.0,
+                "IRL_IP_DELAY_MIN": 0.0, "IRL_POLITENESS_MARGIN": 0.0, "RETRY_ENABLED": False,
+                "CLOSESPIDER_TIMEOUT": 8,  # the dead names' retries take 10 + 20 s
+            },
+        })  # fmt: skip
+        pages = {p for p in site.hits if p.startswith("/page/")}
+    assert stats["finish_reason"] == "closespider_timeout"
+    assert pages == {f"/page/{n}" for n in range(4)}  # the healthy host, all of it
+    assert stats["irl_sched/dns_retry_parked"] >= 10

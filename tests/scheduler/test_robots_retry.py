@@ -101,3 +101,23 @@ def test_zero_retries_drop_at_the_first_failure(tmp_path: Path):
     assert set(flaky.order) == {"/robots.txt"}
     assert stats["irl_robots/unreachable_dropped"] == 1
     assert "irl_sched/robots_retry_parked" not in stats
+
+
+@pytest.mark.slow
+def test_urls_come_back_when_the_robots_retry_is_due_not_at_the_next_unpark(tmp_path: Path):
+    """Parked for the retry with the rest of the backlog, the URLs came back only with the
+    next unpark (IRL_RAM_BACKLOG_SECONDS, a minute by default): the re-fetch ran that late
+    (a probe saw 15.9 s for a 2 s back-off), and a small crawl stayed open meanwhile."""
+    with serving(_RobotsServer(10, failing=1)) as flaky:
+        stats, _ = crawl({
+            "start": [f"{flaky.base_url}/page/1"],
+            "settings": {**_settings(tmp_path, retries=2), "IRL_ROBOTS_RETRY_DELAY": 1.0,
+                         "IRL_RAM_BACKLOG_SECONDS": 120.0, "CLOSESPIDER_TIMEOUT": 30},
+        })  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert flaky.hits["/robots.txt"] == 2
+    assert {p for p in flaky.hits if p.startswith("/page/")} == {
+        f"/page/{n}" for n in range(10) if n not in (3, 6, 7)
+    }
+    assert stats["irl_sched/robots_retry_parked"] >= 1
+    assert stats["elapsed_time_seconds"] < 20
