@@ -142,6 +142,15 @@ def test_a_resumed_jobdir_crawl_serves_simweb_on_the_same_port(tmp_path: Path) -
     assert f"on port {port};" in fourth.stderr
     assert _resumed(third.stderr) == _resumed(fourth.stderr) != ""
     assert "'downloader/response_count'" in fourth.stderr
+    # A damaged port file (a kill used to be able to leave it empty): refused, not a new
+    # port under URLs that name the old one (found by a kill -9 probe, 2026-11-27).
+    (tmp_path / "job" / "simweb.port").write_text("")
+    fifth = run_broad(tmp_path)
+    assert fifth.returncode == 0, fifth.stderr[-3000:]
+    assert "simweb.port is damaged" in fifth.stderr and "IRL_SIMWEB_PORT" in fifth.stderr
+    assert "'finish_reason': 'simweb_unavailable'" in fifth.stderr
+    assert "'downloader/request_count'" not in fifth.stderr
+    assert (tmp_path / "job" / "simweb.port").read_text() == ""  # left for the user to see
 
 
 def _resumed(log: str) -> str:

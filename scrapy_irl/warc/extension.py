@@ -124,11 +124,14 @@ class WarcExtension:
         self._logged: set[str] = set()
         self._closed = False
         self.writer = self._make_writer(settings)
-        recovered = [r for r in self.writer.recovered if not r.removed]
+        found = self.writer.recovered
+        recovered = [r for r in found if not r.removed and not r.set_aside]
         self.stats.set_value(f"{STAT_PREFIX}/recovered_files", len(recovered))
         self.stats.set_value(
-            f"{STAT_PREFIX}/recovered_files_removed",
-            len(self.writer.recovered) - len(recovered),
+            f"{STAT_PREFIX}/recovered_files_removed", sum(r.removed for r in found)
+        )
+        self.stats.set_value(
+            f"{STAT_PREFIX}/damaged_files_set_aside", sum(r.set_aside for r in found)
         )
         self.stats.set_value(
             f"{STAT_PREFIX}/recovered_bytes_cut",

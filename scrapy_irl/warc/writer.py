@@ -51,6 +51,11 @@ OPEN_SUFFIX = ".open"
 #: Suffix of the copy a warcinfo rewrite builds beside a ``.open`` file (see
 #: :func:`_name_in_warcinfo`); a stale one is a rewrite a kill interrupted.
 REWRITE_SUFFIX = ".rewrite"
+#: Suffix of a ``.open`` file set aside untouched: damaged before intact records, which no
+#: kill leaves (see :func:`recover_open_file`).
+DAMAGED_SUFFIX = ".damaged"
+#: Most candidate record starts tried after a damaged one (bounds the search).
+_MAX_CANDIDATES = 10_000
 #: Attempts at a fresh file name when one is taken (same clock tick); bounds the loop.
 _NAME_ATTEMPTS = 100
 _READ_CHUNK = 1 << 20
@@ -104,6 +109,8 @@ class RecoveredFile:
     #: warcio's complaint about the first record not kept, if it raised one (a torn header
     #: or damaged data; records after a damaged one are cut too).
     error: str | None = None
+    #: Set aside untouched (``.damaged``): intact records follow the damage.
+    set_aside: bool = False
 
     @property
     def removed(self) -> bool:
@@ -167,10 +174,16 @@ def _scan(path: Path, gzipped: bool, limit: int | None = None) -> _Scan:
                 if scan.records == limit:
                     break
         except Exception as exc:  # noqa: BLE001 - damaged data ends the kept prefix
-            scan.error = f"{type(exc).__name__}: {exc}"
+            # bytes of the file can be in the message: escaped, so a log stays text
+            scan.error = _printable(f"{type(exc).__name__}: {exc}"[:300])
         finally:
             iterator.close()
     return scan
+
+
+def _printable(text: str) -> str:
+    """``text`` with every character that is not printable ASCII escaped (``\\x1f``)."""
+    return "".join(c if " " <= c <= "~" else ascii(c)[1:-1] for c in text)
 
 
 def _note_first(scan: _Scan, record: ArcWarcRecord) -> None:
@@ -319,15 +332,83 @@ def _give_final_name(path: Path, gzipped: bool, first: _Scan | None = None) -> P
     return final
 
 
+def _intact_record_after(path: Path, start: int, gzipped: bool) -> int | None:
+    """The offset of a record start after ``start`` that reads as one (a gzip member
+    whose text begins ``WARC/1.``, or that text after a blank line), or None.
+
+    A kill cuts the file once, inside its last record: after the torn record there is
+    nothing. So an intact record further on means damage of another kind (a flipped
+    byte, a hole), and the records after it must not be cut away with it.
+    """
+    marker = b"\x1f\x8b\x08" if gzipped else b"\r\n\r\nWARC/1."
+    tried = 0
+    with open(path, "rb") as raw:
+        raw.seek(start + 1)  # not the torn (or damaged) record at ``start`` itself
+        position, carry = start + 1, b""
+        while tried < _MAX_CANDIDATES and (chunk := raw.read(_READ_CHUNK)):
+            data = carry + chunk
+            base = position - len(carry)
+            found = data.find(marker)
+            while found != -1 and tried < _MAX_CANDIDATES:
+                tried += 1
+                offset = base + found + (0 if gzipped else 4)
+                if _reads_as_record(path, offset, gzipped):
+                    return offset
+                found = data.find(marker, found + 1)
+            carry = data[-(len(marker) - 1):]
+            position += len(chunk)
+    return None
+
+
+def _reads_as_record(path: Path, offset: int, gzipped: bool) -> bool:
+    with open(path, "rb") as raw:
+        raw.seek(offset)
+        head = raw.read(1 << 16)
+    if not gzipped:
+        return head.startswith(b"WARC/1.")
+    try:
+        text = zlib.decompressobj(wbits=31).decompress(head, 64)
+    except zlib.error:
+        return False
+    return text.startswith(b"WARC/1.")
+
+
+def _set_aside(path: Path) -> Path:
+    """Rename ``path`` to a free ``<name>.damaged``, bytes untouched."""
+    target = path.with_name(path.name[: -len(OPEN_SUFFIX)] + DAMAGED_SUFFIX)
+    n = 1
+    while target.exists() and n <= _NAME_ATTEMPTS:
+        target = path.with_name(f"{path.name[: -len(OPEN_SUFFIX)]}-{n}{DAMAGED_SUFFIX}")
+        n += 1
+    if target.exists():
+        raise FileExistsError(f"no free name to set {path} aside")
+    os.rename(path, target)
+    _fsync_directory(path.parent)
+    return target
+
+
 def recover_open_file(path: Path) -> RecoveredFile:
     """Cut a ``.open`` WARC file after its last complete record and give it its final name.
 
-    A file with no complete record besides warcinfo is removed: it holds no page.
+    What a kill leaves, a torn last record, is cut. A file with no complete record
+    besides warcinfo is removed: it holds no page. Damage followed by intact records is
+    no kill's doing (a flipped byte, a hole): cutting there would delete the intact
+    records after it (a probe: one flipped byte cost 238 intact pages, one in the first
+    header a whole file of 447), so the file is set aside untouched as
+    ``<name>.damaged`` for WARC tools to salvage, and the crawl goes on in a new file.
     """
     gzipped = path.name.endswith(".gz" + OPEN_SUFFIX)
     path.with_name(path.name + REWRITE_SUFFIX).unlink(missing_ok=True)  # a killed rewrite
     size = path.stat().st_size
     scan = _scan(path, gzipped)
+    if scan.end < size:
+        intact = _intact_record_after(path, scan.end, gzipped)
+        if intact is not None:
+            aside = _set_aside(path)
+            error = f"damaged at offset {scan.end}, an intact record at {intact}"
+            if scan.error:
+                error += f" ({scan.error})"
+            return RecoveredFile(path, aside, scan.records, 0, error, set_aside=True)
     if scan.payload_records == 0:
         path.unlink()
         return RecoveredFile(path, None, 0, size, scan.error)
@@ -359,7 +440,13 @@ def recover_open_files(directory: Path, prefix: str) -> list[RecoveredFile]:
             logger.error("Could not recover the WARC file %s: %s", path, exc)
             continue
         recovered.append(result)
-        if result.removed:
+        if result.set_aside:
+            logger.error(
+                "%s is damaged before intact records, which no kill leaves: set aside "
+                "untouched as %s (%s); salvage it with WARC tools. The crawl writes on "
+                "in a new file.", path, result.final_path, result.error,
+            )  # fmt: skip
+        elif result.removed:
             logger.warning(
                 "Removed %s: no complete WARC record (%d bytes)", path, result.bytes_cut
             )

@@ -247,18 +247,51 @@ def test_recovery_removes_a_file_without_a_page_record(tmp_path: Path, gzip: boo
     assert [p.name for p in listing(directory)] == others
 
 
-def test_recovery_stops_at_a_damaged_record_without_raising(tmp_path: Path):
+def test_damage_in_the_last_record_is_cut_without_raising(tmp_path: Path):
     data, ends = killed_file(tmp_path / "model", True)
     damaged = bytearray(data)
-    for i in range(ends[2] + 20, ends[2] + 40):  # inside the second pair's response member
+    for i in range(ends[5] + 20, ends[5] + 40):  # inside the last record's member
         damaged[i] ^= 0x55
     directory = tmp_path / "run"
     directory.mkdir()
     (directory / "t-20200101000000000000-00000.warc.gz.open").write_bytes(bytes(damaged))
     [recovered] = RotatingWarcWriter(directory, "t", 10**9).recovered
-    assert recovered.records == 3 and recovered.bytes_cut == len(data) - ends[2]
-    assert recovered.error
-    assert [r["type"] for r in read(recovered.final_path)] == ["warcinfo", "response", "request"]
+    assert recovered.records == 6 and recovered.bytes_cut == len(data) - ends[5]
+    assert recovered.error and not recovered.set_aside
+    assert recovered.final_path.read_bytes() == data[: ends[5]]
+
+
+@pytest.mark.parametrize("gzip", [True, False])
+@pytest.mark.parametrize("where", ["first header", "middle"])
+def test_damage_before_intact_records_sets_the_file_aside_untouched(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, gzip: bool, where: str
+):
+    """No kill damages a record and then writes intact ones: cutting at the damage deleted
+    every intact record after it (a probe: one flipped byte in the middle cost 238 pages;
+    one in the first gzip header removed a whole file of 447, "no complete WARC record")."""
+    data, ends = killed_file(tmp_path / "model", gzip)
+    damaged = bytearray(data)
+    if gzip:  # the first gzip header, or inside a member of the second pair
+        at = 10 if where == "first header" else ends[2] + 30
+    else:  # plain WARC has no checksum on headers: the block digest catches payload damage
+        at = ends[0] - 20 if where == "first header" else ends[3] - 80
+    damaged[at] ^= 0xFF
+    directory = tmp_path / "run"
+    directory.mkdir()
+    suffix = ".warc.gz.open" if gzip else ".warc.open"
+    open_path = directory / f"t-20200101000000000000-00000{suffix}"
+    open_path.write_bytes(bytes(damaged))
+    writer = RotatingWarcWriter(directory, "t", 10**9, gzip=gzip)
+    [recovered] = writer.recovered
+    assert recovered.set_aside and not recovered.removed and recovered.bytes_cut == 0
+    assert recovered.final_path.name.endswith(".damaged") and not open_path.exists()
+    assert recovered.final_path.read_bytes() == bytes(damaged)  # every byte kept
+    assert "intact record" in recovered.error
+    assert "set aside untouched" in caplog.text
+    assert all(c.isprintable() or c in "\n\t" for c in caplog.text)  # no raw bytes in the log
+    writer.write(*pair(writer, "http://a.example/next", b"x"))
+    writer.close()
+    assert [p.name.endswith((".warc.gz", ".warc")) for p in listing(directory)].count(True) == 1
 
 
 def test_recovery_does_not_overwrite_an_existing_final_file(tmp_path: Path):
@@ -406,9 +439,18 @@ def test_recovery_stops_at_a_record_whose_block_digest_is_wrong(tmp_path: Path):
     directory.mkdir()
     (directory / "t-20200101000000000000-00000.warc.open").write_bytes(bytes(damaged))
     [recovered] = RotatingWarcWriter(directory, "t", 10**9, gzip=False).recovered
-    assert recovered.records == 3 and recovered.bytes_cut == len(data) - ends[2]
+    # Intact records follow the hole: set aside whole (before 2026-11-27, cut at the hole)
+    assert recovered.records == 3 and recovered.set_aside and recovered.bytes_cut == 0
     assert recovered.error and "digest" in recovered.error.lower()
-    assert recovered.final_path.read_bytes() == data[:ends[2]]
+    assert recovered.final_path.read_bytes() == bytes(damaged)
+    # In the last record, the same hole is the torn tail a power loss leaves: cut there.
+    tail = bytearray(data)
+    tail[ends[6] - 104:ends[6] - 54] = bytes(50)
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "t-20200101000000000000-00000.warc.open").write_bytes(bytes(tail))
+    [cut] = RotatingWarcWriter(again, "t", 10**9, gzip=False).recovered
+    assert not cut.set_aside and cut.final_path.read_bytes() == data[:ends[5]]
 
 
 def test_a_large_record_is_not_copied_once_more_to_be_written(tmp_path: Path):

@@ -16,6 +16,7 @@ stays in the JOBDIR for the next run.
 from __future__ import annotations
 
 import contextlib
+import os
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -38,6 +39,18 @@ def _read_port(path: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return port if 0 < port < 65536 else None
+
+
+def _write_port(path: Path, port: int) -> None:
+    """Write the port whole or not at all (a temporary file renamed over it): a kill while
+    ``write_text`` truncated then wrote left an empty file, and the next run picked a
+    new port under a frontier that names the old one."""
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "w") as handle:
+        handle.write(f"{port}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -221,6 +234,14 @@ class BroadSpider(scrapy.Spider):
             # Any free port; a resumed JOBDIR crawl needs the port of its first run, since
             # every URL in its frontier names it.
             saved = _read_port(port_file) if port_file is not None else None
+            if saved is None and port_file is not None and port_file.exists():
+                # On a new port every queued URL would be refused and used up (a probe:
+                # 216 refused in 6 s, and the new port written over the lost one).
+                raise RuntimeError(
+                    f"{port_file} is damaged, so the port the JOBDIR's frontier names is "
+                    "unknown; set IRL_SIMWEB_PORT to it (the port in the queued URLs), or "
+                    "delete the JOBDIR to start afresh"
+                )
             config = config.replace(port=saved or 0)
         self.requests_log.unlink(missing_ok=True)
         self._simweb = contextlib.ExitStack()
@@ -234,7 +255,7 @@ class BroadSpider(scrapy.Spider):
                 f"names that port ({port_file}). Free the port, or set IRL_SIMWEB_PORT."
             ) from exc
         if port_file is not None:
-            port_file.write_text(f"{self._running.port}\n")
+            _write_port(port_file, self._running.port)
         logger.info("simweb serves %(hosts)d addresses on port %(port)d; request log %(log)s",
                     {"hosts": len(self._running.server.addresses), "port": self._running.port,
                      "log": self.requests_log})
