@@ -30,6 +30,7 @@ from twisted.internet import task
 from scrapy_irl import config
 from scrapy_irl.drum.store import MAX_BUCKETS
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
+from scrapy_irl.refusal import refusing_start
 from scrapy_irl.urlseen import URLSeen, key_of, unpack_key
 
 _key_of = unpack_key
@@ -117,6 +118,12 @@ class DrumDupeFilter(BaseDupeFilter):
         else:
             path = Path(tempfile.mkdtemp(prefix="scrapy-irl-urlseen-"))
             temporary = True
+        with refusing_start("DrumDupeFilter (URLseen store)", crawler):
+            return cls._opened(crawler, path, temporary)
+
+    @classmethod
+    def _opened(cls, crawler: Crawler, path: Path, temporary: bool) -> Self:
+        settings = crawler.settings
         return cls(
             path,
             temporary=temporary,

@@ -42,6 +42,7 @@ from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.pinning import lookup_address, pin_address
 from scrapy_irl.hosts.proxy import ProxyRoutes
 from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.refusal import refusing_start
 
 try:  # Scrapy >= 2.14 wraps DNS failures in its own exception
     from scrapy.exceptions import CannotResolveHostError as _DnsError
@@ -150,7 +151,8 @@ class HostDnsMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         config.require_reactor(crawler.settings, "scrapy_irl.hosts.middleware.HostDnsMiddleware")
-        return cls(crawler)
+        with refusing_start("HostDnsMiddleware (host store)", crawler):
+            return cls(crawler)
 
     def _spider_closed(self, spider: Spider | None = None) -> None:
         if not self._closed:

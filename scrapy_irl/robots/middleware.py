@@ -35,6 +35,7 @@ from scrapy_irl import config
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import robots_meta
 from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
+from scrapy_irl.refusal import refusing_start
 from scrapy_irl.robots import reduce
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
 from scrapy_irl.robots.origin import origin_of
@@ -150,7 +151,8 @@ class RobotsCacheMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler)
+        with refusing_start("RobotsCacheMiddleware (host store)", crawler):
+            return cls(crawler)
 
     def _inc(self, key: str, count: int = 1) -> None:
         self.stats.inc_value(f"{STAT_PREFIX}/{key}", count)

@@ -31,6 +31,7 @@ from scrapy.utils.job import job_dir
 
 from scrapy_irl import config
 from scrapy_irl import settings as defaults
+from scrapy_irl.refusal import refusing_start
 from scrapy_irl.warc.writer import RawHttpHeaders, RotatingWarcWriter, warc_date
 
 if TYPE_CHECKING:
@@ -146,7 +147,8 @@ class WarcExtension:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler)
+        with refusing_start("WarcExtension (WARC directory)", crawler):
+            return cls(crawler)
 
     def _make_writer(self, settings: BaseSettings) -> RotatingWarcWriter:
         """The writer (and the recovery of ``.open`` files); subclasses may swap it."""

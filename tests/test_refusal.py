@@ -1,0 +1,72 @@
+"""A component that cannot open its store says so in one ERROR line before the crawl stops.
+
+Scrapy reports an exception raised while it builds middlewares and extensions as "Task
+exception was never retrieved" and two tracebacks; the store's own advice came only on
+their last line (found by a kill -9 probe, 2026-11-27).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from scrapy.utils.test import get_crawler
+
+from scrapy_irl.dirlock import DirectoryInUseError
+from scrapy_irl.exceptions import IrlError
+from scrapy_irl.hosts.store import HostStore
+
+
+def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno == logging.ERROR and r.getMessage().startswith("Refusing to start")]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", ["scrapy_irl.hosts.middleware.HostDnsMiddleware",
+                                  "scrapy_irl.robots.middleware.RobotsCacheMiddleware"])  # fmt: skip
+def test_a_damaged_host_store_is_refused_in_one_clear_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, path: str
+) -> None:
+    from scrapy.utils.misc import load_object
+
+    store = tmp_path / "hosts"
+    with HostStore(store):
+        pass  # an empty store is enough
+    (store / "CURRENT").write_bytes(b"")  # what a probe did to a live store
+    crawler = get_crawler(settings_dict={"IRL_HOSTS_DIR": str(store), "ROBOTSTXT_OBEY": True})
+    with pytest.raises(IrlError):
+        load_object(path).from_crawler(crawler)
+    [line] = _refusals(caplog)
+    assert path.rsplit(".", 1)[1] in line and "host store" in line and str(store) in line
+
+
+def test_a_warc_directory_in_use_is_refused_in_one_clear_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from scrapy_irl.warc.extension import WarcExtension
+    from scrapy_irl.warc.writer import RotatingWarcWriter
+
+    live = RotatingWarcWriter(tmp_path, "scrapy-irl", 10**9)
+    try:
+        with pytest.raises(DirectoryInUseError):
+            WarcExtension.from_crawler(get_crawler(settings_dict={"IRL_WARC_DIR": str(tmp_path)}))
+    finally:
+        live.release()
+    [line] = _refusals(caplog)
+    assert "WarcExtension" in line and "in use by another crawl" in line
+
+
+def test_a_damaged_urlseen_store_is_refused_in_one_clear_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from scrapy_irl.dupefilter import DrumDupeFilter
+
+    crawler = get_crawler(settings_dict={"JOBDIR": str(tmp_path)})
+    DrumDupeFilter.from_crawler(crawler).close("finished")
+    manifest = tmp_path / "irl" / "urlseen" / "MANIFEST"
+    manifest.write_bytes(b"not a manifest")
+    with pytest.raises(IrlError):
+        DrumDupeFilter.from_crawler(get_crawler(settings_dict={"JOBDIR": str(tmp_path)}))
+    [line] = _refusals(caplog)
+    assert "DrumDupeFilter" in line and "MANIFEST" in line
