@@ -140,6 +140,11 @@ class StatsSampler:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
+        if not self._file_opened and not self._failed:
+            # The spider never opened (a crawl refused at start, e.g. its JOBDIR in use by
+            # another crawl): nothing to sample, and the data directory may be that
+            # crawl's (a refused second crawl appended an empty sample to it).
+            return
         self.sample()
         self.write_pld_table()
         self.close()

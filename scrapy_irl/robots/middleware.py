@@ -377,8 +377,9 @@ class RobotsCacheMiddleware:
                 return None
             except Exception as exc:  # noqa: BLE001 - any fetch failure is "unreachable"
                 logger.warning(
-                    "robots.txt of %(origin)s unreachable: %(exc)s",
-                    {"origin": origin, "exc": exc},
+                    "robots.txt of %(origin)s unreachable: %(kind)s: %(exc)s",
+                    # the class too: some say nothing (ResponseDataLossError's text is empty)
+                    {"origin": origin, "kind": type(exc).__name__, "exc": exc},
                     extra={"spider": self.crawler.spider},
                 )
                 self.stats.inc_value(f"robotstxt/exception_count/{type(exc)}")

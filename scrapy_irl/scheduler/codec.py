@@ -25,9 +25,19 @@ class RequestCodec:
     def encode(self, request: Request) -> bytes:
         try:
             data: dict[str, Any] = request.to_dict(spider=self.spider)
-            return pickle.dumps(data, protocol=5)
+            blob = pickle.dumps(data, protocol=5)
         except (ValueError, TypeError, AttributeError, pickle.PicklingError) as exc:
             raise ValueError(f"cannot serialize {request}: {exc}") from exc
+        if not (_plain(request.meta.values()) and _plain(request.cb_kwargs.values())):
+            # Some objects pickle but do not unpickle (an exception class whose __init__
+            # takes other arguments than it passes to Exception): written to disk, such a
+            # request was lost at its hand-out (a probe, 2026-11-27). Read back once here,
+            # only for requests carrying such objects (~3 us).
+            try:
+                pickle.loads(blob)
+            except Exception as exc:  # noqa: BLE001 - any failure means "keep it in RAM"
+                raise ValueError(f"cannot read {request} back: {exc!r}") from exc
+        return blob
 
     def decode(self, blob: bytes) -> Request:
         try:
@@ -50,6 +60,15 @@ class RequestCodec:
             ) from exc
         meta = data.get("meta") if isinstance(data, dict) else None
         return meta if isinstance(meta, dict) else {}
+
+
+#: Value types that always unpickle: a request whose meta and cb_kwargs hold only these
+#: is not read back after encoding.
+_PLAIN_TYPES = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def _plain(values: Any) -> bool:
+    return all(type(value) in _PLAIN_TYPES for value in values)
 
 
 _URL_LEN = 2  # bytes of the URL length prefix in a frontier record

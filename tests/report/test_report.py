@@ -364,3 +364,16 @@ def test_a_crawl_with_the_add_on_and_a_jobdir_alone_can_be_reported(
     assert command.main([str(job)]) == 0
     assert (job / "irl" / "report" / "index.html").is_file()
     assert "pages" in capsys.readouterr().out
+
+
+def test_a_crawl_refused_before_its_spider_opened_samples_nothing(tmp_path: Path) -> None:
+    """A second crawl refused on a JOBDIR in use still closes its spider: its sampler
+    appended an empty sample to the live crawl's stats.jsonl (a probe, 2026-11-27)."""
+    job = tmp_path / "job"
+    live = job / "irl" / "stats.jsonl"
+    live.parent.mkdir(parents=True)
+    live.write_text('{"t": 0.0, "time": 1.0, "run": "live", "stats": {"a": 1}}\n')
+    refused = StatsSampler.from_crawler(get_crawler(settings_dict={"JOBDIR": str(job)}))
+    refused.spider_closed(reason="shutdown")  # no spider_opened before it
+    assert live.read_text() == '{"t": 0.0, "time": 1.0, "run": "live", "stats": {"a": 1}}\n'
+    assert not (job / "irl" / "pld_table.json").exists()

@@ -596,3 +596,15 @@ def test_a_redirect_a_middleware_will_not_follow_is_cached_as_unavailable(make):
     assert web.urls == ["http://a.test/robots.txt", "http://elsewhere.test/robots.txt"]
     assert stat(mw, "irl_robots/redirect_ignored") == 1
     assert stat(mw, "irl_robots/fetch_ignored") == 0
+
+
+def test_a_failure_whose_text_is_empty_is_logged_with_its_class(make, caplog):
+    # "robots.txt of ... unreachable: " and nothing more, for a body cut short (Scrapy's
+    # ResponseDataLossError has no text; found by a probe, 2026-11-27).
+    class SilentError(Exception):
+        def __str__(self) -> str:
+            return ""
+
+    mw = make(FakeWeb({"http://a.test/robots.txt": SilentError()}))
+    assert outcome(mw, "http://a.test/x").startswith("Forbidden by robots.txt: unreachable")
+    assert "robots.txt of http://a.test unreachable: SilentError" in caplog.text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
@@ -39,5 +40,36 @@ def test_an_undecodable_record_is_dropped_without_spending_its_hosts_delay(
         now[0] += 1.5  # past tau_s (1 s), far before tau_h (10 s)
         request = sched.next_request()
         assert request is not None and request.url == f"http://{HOST}/good"
+    finally:
+        sched.close("finished")
+
+
+class _TwoArgumentError(Exception):
+    """Pickles (as Exception does: its args) but does not unpickle: __init__ wants two."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(f"{code}: {text}")
+
+
+def test_a_request_whose_meta_pickles_but_does_not_unpickle_waits_in_ram(
+    tmp_path: Path, caplog
+) -> None:
+    """Written to BEAST, it was dropped as undecodable at its hand-out: lost, no callback,
+    no errback (found by a probe, 2026-11-27). The codec reads such records back once."""
+    from scrapy_irl.scheduler.codec import RequestCodec
+
+    odd = Request(f"http://{HOST}/odd", meta={"why": _TwoArgumentError(1, "x")})
+    with pytest.raises(ValueError, match="cannot read"):
+        RequestCodec(None).encode(odd)
+    crawler = get_crawler(Spider, settings_dict={"JOBDIR": str(tmp_path)})
+    crawler.spider = crawler._create_spider("undecodable")
+    sched = IrlScheduler.from_crawler(crawler)
+    sched.open(crawler.spider)
+    try:
+        assert sched.enqueue_request(odd)
+        sched.urlseen.merge()
+        assert sched.next_request() is odd  # the very object, kept in RAM
+        assert sched.counts.get("undecodable_dropped", 0) == 0
+        assert crawler.stats.get_value("scheduler/unserializable") == 1
     finally:
         sched.close("finished")
