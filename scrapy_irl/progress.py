@@ -3,7 +3,8 @@
 Scrapy's LogStats says pages and items per minute. A broad crawl also needs to see its
 frontier: URLs waiting for URLseen, BEAST's queues (j, Q_F), requests in RAM, hosts waiting
 for DNS or robots.txt, budget deferrals (URLs placed in Q_F), URLs parked because their host
-or IP has enough work in RAM, and politeness waits. Every
+or IP has enough work in RAM or waiting on disk for a DNS or robots.txt retry, and
+politeness waits. Every
 ``IRL_PROGRESS_INTERVAL`` seconds one INFO line gives them; when stderr is a terminal a
 one-line bar (pages, pages/s, frontier) is redrawn in place every second as well.
 """
@@ -37,7 +38,8 @@ def frontier_summary(stats: dict[str, Any]) -> str:
         return "frontier: (Scrapy scheduler)"
     return (
         f"frontier: urlseen {g('irl_sched/urlseen_pending', 0)}, BEAST {g('irl_sched/beast/queued', 0)} "
-        f"(j={g('irl_sched/beast/j', 0)}, Q_F {g('irl_sched/beast/qf', 0)}, parked {g('irl_sched/beast/parked', 0)}), "
+        f"(j={g('irl_sched/beast/j', 0)}, Q_F {g('irl_sched/beast/qf', 0)}, parked {g('irl_sched/beast/parked', 0)}, "
+        f"waiting for a retry {g('irl_sched/beast/retrying', 0)}), "
         f"RAM {g('irl_sched/ram_requests', 0)} "
         f"on {g('irl_sched/hosts_in_ram', 0)} hosts; deferred by budget {g('irl_sched/beast/placed_in_qf', 0)}; "
         f"waiting DNS {g('irl_sched/dns_waiting_hosts', 0)} hosts, robots.txt "

@@ -27,11 +27,13 @@ def test_line_has_rate_and_frontier():
     c.stats.set_value("robotstxt/response_count", 12)
     for key, value in {"irl_sched/beast/j": 4, "irl_sched/beast/queued": 120, "irl_sched/beast/qf": 7,
                        "irl_sched/urlseen_pending": 33, "irl_sched/beast/placed_in_qf": 9,
-                       "irl_sched/robots_waiting_origins": 2, "irl_sched/beast/parked": 5}.items():
+                       "irl_sched/robots_waiting_origins": 2, "irl_sched/beast/parked": 5,
+                       "irl_sched/beast/retrying": 3}.items():
         c.stats.set_value(key, value)
     line = ext.line()
     assert line.startswith("50 pages (") and "12 of them robots.txt" in line
-    assert "BEAST 120 (j=4, Q_F 7, parked 5)" in line and "urlseen 33" in line
+    assert "BEAST 120 (j=4, Q_F 7, parked 5, waiting for a retry 3)" in line
+    assert "urlseen 33" in line
     assert "deferred by budget 9" in line and "robots.txt 2 origins" in line
 
 

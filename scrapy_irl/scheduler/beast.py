@@ -11,16 +11,18 @@ cycle is fast-forwarded, and the split of Q_F starts at its smallest k, so the c
 always progresses. A record whose host or IP cannot take more work for a while is
 *parked* (:meth:`Beast.park`): kept on disk, out of :meth:`Beast.pop`'s reach, until the
 caller's next :meth:`Beast.unpark`. A record whose host waits for a retry of its DNS
-lookup or robots.txt fetch is parked apart (:meth:`Beast.park_for_retry`), with the
-time it is due, and comes back once the earliest of those times has passed
-(:meth:`Beast.release_retries`): not a whole unpark period late, and without re-reading
-every backlogged record. Records outside the budgets (``dont_filter``
+lookup or robots.txt fetch is parked apart (:meth:`Beast.park_for_retry`), in a queue of
+records due in the same time bucket (buckets an eighth of the wait wide, at least 1 s),
+and comes back when its bucket is due (:meth:`Beast.release_retries`): not a whole unpark
+period late, and without re-reading the backlog or records not due yet. Records outside
+the budgets (``dont_filter``
 requests, and RAM saved at a graceful stop) go to the *front* queue, read first.
 
 On disk (``directory``): one append-only file per queue, ``q<id>.beast``, of CRC-framed
 batches (see :mod:`scrapy_irl.drum.records`), each entry ``<B_x u32><P_x u32><record>``;
 and ``STATE``, a checksummed JSON written atomically, with the ring, Q_F, the parked
-queue and the unparked ones still being read, and per queue
+queue, the retry queues (their due times are not kept: a restart reads them at once)
+and the unparked ones still being read, and per queue
 the read position of its oldest entry still held in RAM by the caller plus the entries
 after it already finished (so a restart re-reads exactly what was not finished). Writes
 are buffered and made durable by :meth:`sync` (the scheduler calls it every
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import struct
 import zlib
@@ -53,7 +56,9 @@ from scrapy_irl.drum.records import (
 from scrapy_irl.exceptions import DrumCorruptionError, FrontierCorruptionError
 
 MAGIC = b"BQE1"
-STATE_VERSION = 1
+#: 2 (2026-11-27): retry queues. An older scrapy-irl refuses a version 2 STATE by name
+#: rather than delete the retry queues' files as strays (their URLs would be lost).
+STATE_VERSION = 2
 _ENTRY = struct.Struct("<II")
 #: A fully read front queue whose file has reached this size is replaced by a new one.
 FRONT_ROTATE_BYTES = 4 * 1024 * 1024
@@ -303,9 +308,10 @@ class Beast:
         self.front_pushed = 0
         self.parked_total = 0
         self.retry_parked_total = 0
-        #: When the earliest record parked for a retry is due (the caller's clock; inf:
-        #: none). Not saved: a restart releases them all at open (:meth:`unpark`).
-        self.retry_due = float("inf")
+        #: Records parked for a retry, one queue per due bucket: (bucket width, index)
+        #: -> queue, due at width x index (the caller's clock). The due times are not
+        #: saved: a restart reads the queues at once.
+        self._retry_buckets: dict[tuple[float, int], _Queue] = {}
         #: Per producer, the last result epoch whose records this STATE holds (STAR's
         #: pld_indegree): saved with the queues, so a producer whose acknowledgement a
         #: kill prevented can tell, when it delivers that epoch again, that its records
@@ -324,7 +330,6 @@ class Beast:
             self.qf = self._new_queue()
             self.front = self._new_queue()  # requeued at a graceful stop: read first
             self.parked = self._new_queue()  # held back for a while (see park)
-            self.retrying = self._new_queue()  # waiting for a retry (see park_for_retry)
             self.save()
         else:
             try:
@@ -345,6 +350,11 @@ class Beast:
     def _new_queue(self, **cursor: Any) -> _Queue:
         qid = self._next_id
         self._next_id += 1
+        # A new id is never a queue STATE knows; a file of that name is a stray (frames a
+        # killed run wrote after its last save). Before the strays are removed at open (a
+        # STATE of an older version gets its missing queues made here), it would be taken
+        # for this queue's contents, copies of records STATE still owes.
+        (self.directory / f"q{qid:08d}.beast").unlink(missing_ok=True)
         queue = _Queue(self.directory, qid, **cursor)
         self._queues[qid] = queue
         return queue
@@ -405,9 +415,10 @@ class Beast:
         self.qf = load(state["qf"])
         self.front = load(state["front"])
         self.parked = load(state["parked"]) if "parked" in state else self._new_queue()
-        # absent in STATEs of versions before 2026-11-27
-        self.retrying = load(state["retrying"]) if "retrying" in state else self._new_queue()
         self._returning = [load(q) for q in state.get("returning", [])]
+        # Retry queues of the last run: due times unknown, so readable at once (their
+        # records are parked again if their retry is still ahead). Absent before version 2.
+        self._returning += [load(q) for q in state.get("retrying", [])]
         self._draining = [load(q, retired=True) for q in state["draining"]]
         # Retired queues still owing records (held in RAM when the last run stopped).
         self._resumed = [q for q in self._draining if q.size > 0]
@@ -471,7 +482,7 @@ class Beast:
             "qf": self.qf.qid,
             "front": self.front.qid,
             "parked": self.parked.qid,
-            "retrying": self.retrying.qid,
+            "retrying": [q.qid for q in self._retry_buckets.values()],
             "returning": [q.qid for q in self._returning],
             "draining": [q.qid for q in self._draining],
             "rescans": self.rescans,
@@ -523,32 +534,44 @@ class Beast:
         self._append(self.parked, _ENTRY.pack(1, 0) + record)
 
     def unpark(self) -> int:
-        """Make everything parked so far readable again (before the ring), records parked
-        for a retry included; returns how many."""
+        """Make everything parked so far for a backlog readable again (before the ring);
+        returns how many. Records parked for a retry wait for :meth:`release_retries`."""
         count = self.parked.size
-        if count > 0:
-            self._returning.append(self.parked)
-            self.parked = self._new_queue()
-        return max(0, count) + self.release_retries()
-
-    def park_for_retry(self, record: bytes, due: float) -> None:
-        """Hold a record back until ``due`` (the caller's clock): its host waits for a
-        retry of its DNS lookup or of its robots.txt fetch. Read again once the earliest
-        due time has passed (:meth:`release_retries`, which the caller calls when
-        :attr:`retry_due` is past); records not due yet then are parked again by the
-        caller, so only records waiting for a retry are re-read, never the backlog."""
-        self.retry_parked_total += 1
-        self.retry_due = min(self.retry_due, due)
-        self._append(self.retrying, _ENTRY.pack(1, 0) + record)
-
-    def release_retries(self) -> int:
-        """Make every record parked for a retry readable again; returns how many."""
-        self.retry_due = float("inf")
-        count = self.retrying.size
         if count <= 0:
             return 0
-        self._returning.append(self.retrying)
-        self.retrying = self._new_queue()
+        self._returning.append(self.parked)
+        self.parked = self._new_queue()
+        return count
+
+    def park_for_retry(self, record: bytes, due: float, now: float) -> None:
+        """Hold a record back until ``due`` (the caller's clock, now ``now``): its host
+        waits for a retry of its DNS lookup or of its robots.txt fetch.
+
+        It joins the queue of its due bucket: an eighth of the wait wide (a power of two
+        of seconds, at least 1 s), so records come back at most that late, each bucket
+        is one file, and a crawl with failures spread over hours keeps a few dozen of
+        them (about eight per doubling of the wait)."""
+        width = 2.0 ** max(0, math.ceil(math.log2(max(1.0, (due - now) / 8))))
+        key = (width, math.ceil(due / width))
+        queue = self._retry_buckets.get(key)
+        if queue is None:
+            queue = self._retry_buckets[key] = self._new_queue()
+        self.retry_parked_total += 1
+        self._append(queue, _ENTRY.pack(1, 0) + record)
+
+    @property
+    def retry_due(self) -> float:
+        """When the earliest retry bucket is due (the caller's clock; inf: none)."""
+        return min((width * index for width, index in self._retry_buckets), default=math.inf)
+
+    def release_retries(self, now: float = math.inf) -> int:
+        """Make the records of every retry bucket due at ``now`` readable again (all of
+        them by default); returns how many."""
+        count = 0
+        for key in [k for k in self._retry_buckets if k[0] * k[1] <= now]:
+            queue = self._retry_buckets.pop(key)
+            count += queue.size
+            self._returning.append(queue)
         return count
 
     def requeue(self, record: bytes) -> None:
@@ -699,7 +722,12 @@ class Beast:
 
     # -- sizes -----------------------------------------------------------------------------
     def __len__(self) -> int:
-        return self.readable + self.parked.size + self.retrying.size
+        return self.readable + self.parked.size + self.retrying
+
+    @property
+    def retrying(self) -> int:
+        """Records parked for a retry, in all buckets."""
+        return sum(q.size for q in self._retry_buckets.values())
 
     @property
     def readable(self) -> int:
@@ -711,7 +739,8 @@ class Beast:
         out = {"j": self.j, "current": self.current + 1, "qf": self.qf.size, "queued": len(self),
                "rescans": self.rescans, "placed_in_qf": self.placed_in_qf,
                "parked": self.parked.size, "parked_total": self.parked_total,
-               "retrying": self.retrying.size, "retry_parked_total": self.retry_parked_total,
+               "retrying": self.retrying, "retry_parked_total": self.retry_parked_total,
+               "retry_buckets": len(self._retry_buckets),
                "front": self.front.size, "front_pushed": self.front_pushed}  # fmt: skip
         for i, queue in enumerate(self.ring):
             out[f"q{i + 1}"] = queue.size

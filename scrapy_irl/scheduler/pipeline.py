@@ -14,6 +14,7 @@ from scrapy_irl.drum.store import MAX_BUCKETS, ResultsCallback
 from scrapy_irl.scheduler.beast import Beast
 from scrapy_irl.scheduler.budget import KINDS, BudgetPolicy
 from scrapy_irl.scheduler.codec import record_url
+from scrapy_irl.scheduler.items import host_key
 from scrapy_irl.scheduler.star import Star
 
 
@@ -99,7 +100,8 @@ def build_star_and_beast(
     star_holder: list[Star] = []
 
     def rebudget(record: bytes) -> int | None:
-        host = urlsplit(record_url(record)).hostname
+        # the host as intake and the heaps key it (an IPv6 literal in one spelling)
+        host = host_key(urlsplit(record_url(record)).hostname)
         return star_holder[0].budget(host) if host and star_holder else None
 
     beast = Beast(

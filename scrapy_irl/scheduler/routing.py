@@ -214,11 +214,12 @@ class Routing:
         Requests that are not BEAST records (unserializable ones) wait in RAM."""
         parked = "dns_retry_parked" if why == "dns" else "robots_retry_parked"
         held = "dns_retry_held" if why == "dns" else "robots_retry_held"
-        due = self.clock() + max(MIN_RETRY_WAIT, wait)
+        now = self.clock()
+        due = now + max(MIN_RETRY_WAIT, wait)
         in_ram = []
         for item in items:
             if isinstance(item, Held):
-                self.beast.park_for_retry(item.record, due)
+                self.beast.park_for_retry(item.record, due, now)
                 self._release(item)
                 self.counts[parked] += 1
             else:

@@ -783,13 +783,14 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             self.polite.forget_idle(now)
             if self.memory is not None:
                 self.memory.tick()
+            released = 0
             if now - self._last_unpark >= self.backlog_seconds:
                 self._last_unpark = now
-                if self.beast.unpark():
-                    self._fill()
-                    self._wake_engine()
-            elif now >= self.beast.retry_due and self.beast.release_retries():
-                self._fill()  # a host's DNS or robots.txt retry is due: its URLs come back
+                released += self.beast.unpark()
+            if now >= self.beast.retry_due:  # a DNS or robots.txt retry is due: its URLs
+                released += self.beast.release_retries(now)
+            if released:
+                self._fill()
                 self._wake_engine()
             if self._would_idle(now):
                 # The engine only asks when a slot frees or a host is due; while every

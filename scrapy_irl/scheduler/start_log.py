@@ -402,9 +402,13 @@ class PolitenessMemory:
         if until is not None and until > host.not_before:
             host.not_before = until
             self.applied += 1
-        run, _ = self.runs.pop(host.name, (0, 0.0))
+        run, ended = self.runs.pop(host.name, (0, float("-inf")))
         if run > host.backoff_streak:
             host.backoff_streak = run
+            # The end of the run's last wait (past, or the wait above): no effect on when
+            # the host is due, but the log's reference for the run, so a rewrite keeps it
+            # and the answer that ends it is logged (both were lost: found by review).
+            host.not_before = max(host.not_before, ended)
             self.applied += 1
         self.apply_ip(host.ip)
 

@@ -333,14 +333,14 @@ def _give_final_name(path: Path, gzipped: bool, first: _Scan | None = None) -> P
 
 
 def _intact_record_after(path: Path, start: int, gzipped: bool) -> int | None:
-    """The offset of a record start after ``start`` that reads as one (a gzip member
-    whose text begins ``WARC/1.``, or that text after a blank line), or None.
+    """The offset of a complete record after ``start`` (see :func:`_record_at`), or None.
 
     A kill cuts the file once, inside its last record: after the torn record there is
-    nothing. So an intact record further on means damage of another kind (a flipped
+    nothing. So a complete record further on means damage of another kind (a flipped
     byte, a hole), and the records after it must not be cut away with it.
     """
     marker = b"\x1f\x8b\x08" if gzipped else b"\r\n\r\nWARC/1."
+    size = path.stat().st_size
     tried = 0
     with open(path, "rb") as raw:
         raw.seek(start + 1)  # not the torn (or damaged) record at ``start`` itself
@@ -352,7 +352,7 @@ def _intact_record_after(path: Path, start: int, gzipped: bool) -> int | None:
             while found != -1 and tried < _MAX_CANDIDATES:
                 tried += 1
                 offset = base + found + (0 if gzipped else 4)
-                if _reads_as_record(path, offset, gzipped):
+                if _record_at(path, offset, gzipped, size) == "complete":
                     return offset
                 found = data.find(marker, found + 1)
             carry = data[-(len(marker) - 1):]
@@ -360,17 +360,50 @@ def _intact_record_after(path: Path, start: int, gzipped: bool) -> int | None:
     return None
 
 
-def _reads_as_record(path: Path, offset: int, gzipped: bool) -> bool:
+def _record_at(path: Path, offset: int, gzipped: bool, size: int) -> str:
+    """What starts at ``offset``: ``"complete"`` (a whole gzip member, CRC checked, whose
+    text begins ``WARC/1.``; or a ``WARC/1.`` header whose ``Content-Length`` block and
+    ``CRLF CRLF`` end inside the file), ``"torn"`` (such a start that runs past the end
+    of the file without a fault: what a kill leaves), or ``"bad"``."""
     with open(path, "rb") as raw:
         raw.seek(offset)
+        if gzipped:
+            return _member_at(raw)
         head = raw.read(1 << 16)
-    if not gzipped:
-        return head.startswith(b"WARC/1.")
+        if not head.startswith(b"WARC/1."[: len(head)]):
+            return "bad"
+        blank = head.find(b"\r\n\r\n")
+        if blank == -1:
+            return "torn" if offset + len(head) >= size else "bad"
+        length = None
+        for line in head[:blank].split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value.strip()) if value.strip().isdigit() else None
+        if length is None:
+            return "bad"
+        end = offset + blank + 4 + length + 4
+        if end > size:
+            return "torn"
+        raw.seek(end - 4)
+        return "complete" if raw.read(4) == b"\r\n\r\n" else "bad"
+
+
+def _member_at(raw: Any) -> str:
+    decompressor = zlib.decompressobj(wbits=31)
+    text = b""
     try:
-        text = zlib.decompressobj(wbits=31).decompress(head, 64)
+        while not decompressor.eof and (chunk := raw.read(1 << 16)):
+            out = decompressor.decompress(chunk)
+            if len(text) < 16:
+                text += out[:16]
+                if not b"WARC/1.".startswith(text[:7]):
+                    return "bad"
     except zlib.error:
-        return False
-    return text.startswith(b"WARC/1.")
+        return "bad"
+    if not decompressor.eof:
+        return "torn"
+    return "complete" if text.startswith(b"WARC/1.") else "bad"
 
 
 def _set_aside(path: Path) -> Path:
@@ -401,7 +434,7 @@ def recover_open_file(path: Path) -> RecoveredFile:
     path.with_name(path.name + REWRITE_SUFFIX).unlink(missing_ok=True)  # a killed rewrite
     size = path.stat().st_size
     scan = _scan(path, gzipped)
-    if scan.end < size:
+    if scan.end < size and _record_at(path, scan.end, gzipped, size) != "torn":
         intact = _intact_record_after(path, scan.end, gzipped)
         if intact is not None:
             aside = _set_aside(path)

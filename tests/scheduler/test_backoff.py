@@ -249,7 +249,7 @@ def test_a_run_of_back_offs_is_resumed_after_a_kill_where_it_left_off(tmp_path: 
     memory = PolitenessMemory(log, fresh, mono)
     again = fresh.add_host("a.test", "10.0.0.1", 1.0, 0.1)
     memory.apply(again)
-    assert again.backoff_streak == 3 and again.not_before == float("-inf")
+    assert again.backoff_streak == 3 and again.due_at() <= mono.t  # its wait is over
     assert BackoffPolicy().silence(again.delay, again.backoff_streak + 1).seconds == 16.0
     back = fresh.add_host("b.test", "10.0.0.1", 1.0, 0.1)
     memory.apply(back)
@@ -609,3 +609,28 @@ def test_ready_hosts_are_published_as_a_stat(opened_scheduler: Any) -> None:
     assert scheduler.stats.get_value("irl_sched/hosts_in_ram") == 4
     for name in ("a.test", "b.test", "c.test", "d.test"):
         scheduler.polite.drain(name)  # (strings, not requests: nothing to save at close)
+
+
+def test_a_recalled_run_outlives_the_next_rewrite_and_its_end_is_logged(tmp_path: Path) -> None:
+    """A host given back its run (its wait over) has no wait of its own: the next rewrite
+    (a graceful stop, a compaction) dropped the run, and the answer that ended it wrote
+    nothing, so a kill recalled the ended run again (found by review, 2026-11-27)."""
+    wall, mono = _Clock(NOW), _Clock(100.0)
+    path = tmp_path / "politeness.log"
+    polite, memory = _remembering(path, wall, mono)
+    failing = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    failing.backoff_streak, failing.not_before = 3, 100.0 + 8
+    memory.backed_off(failing)
+    wall.t, mono.t = NOW + 60, 7.0  # kill -9; the next run a minute later
+    fresh = Politeness()
+    memory = PolitenessMemory(StartLog(path, horizon=10, ahead=600, wall=wall), fresh, mono)
+    again = fresh.add_host("a.test", "10.0.0.1", 1.0, 0.1)
+    memory.apply(again)
+    assert again.backoff_streak == 3 and again.due_at() <= 7.0  # due now: the wait is over
+    memory.close()  # a graceful stop rewrites the log
+    assert StartLog(path, horizon=10, ahead=600, wall=wall).load().runs == {
+        "a.test": (3, pytest.approx(NOW + 8))}
+    memory = PolitenessMemory(StartLog(path, horizon=10, ahead=600, wall=wall), fresh, mono)
+    again.backoff_streak = 0  # it answered (tracking does this, then logs it)
+    memory.backed_off(again)
+    assert StartLog(path, horizon=10, ahead=600, wall=wall).load().runs == {}

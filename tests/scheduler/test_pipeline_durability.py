@@ -123,3 +123,18 @@ def test_a_kill_after_beast_saved_stars_results_queues_no_url_twice(tmp_path: Pa
     got, star = reopen_and_drain(tmp_path)
     assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
     assert star.redelivered_skipped == N
+
+
+def test_a_q_f_rebudget_asks_star_for_the_host_as_the_heaps_key_it(tmp_path: Path) -> None:
+    """An IPv6 literal is keyed in one spelling everywhere; the budget of a record re-read
+    from Q_F was asked under the URL's own spelling, a PLD with in-degree 0 (review)."""
+    star, beast = build_star_and_beast(tmp_path, settings(), fsync=False)
+    asked = []
+    star.budget = lambda host: asked.append(host) or 10  # type: ignore[method-assign]
+    try:
+        assert beast.rebudget(pack_record("http://[0:0:0:0:0:0:0:1]:8080/x", b"r")) == 10
+        assert beast.rebudget(pack_record("http://Example.COM./y", b"r")) == 10
+    finally:
+        beast.close()
+        star.close()
+    assert asked == ["::1", "example.com"]

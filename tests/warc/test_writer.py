@@ -577,3 +577,27 @@ def test_a_finished_file_whose_name_was_taken_names_its_own_name(tmp_path: Path)
     [final] = writer.finished
     assert final.name.endswith("-recovered-1.warc.gz") and taken.read_bytes() == b"keep me"
     assert_valid_warc(final)
+
+
+@pytest.mark.parametrize("gzip", [True, False])
+def test_a_torn_last_record_quoting_a_warc_record_is_cut_not_set_aside(tmp_path: Path, gzip: bool):
+    """A crawled .warc (or a page quoting one) in the record a kill tore: the text after a
+    blank line in its payload looked like an intact record, and the whole file was set
+    aside as damaged (found by review, 2026-11-27)."""
+    model = tmp_path / "model"
+    open_model = RotatingWarcWriter(model, "t", 10**9, gzip=gzip, clock=lambda: 1_577_836_800.0)
+    open_model._open_new()
+    first = pair(open_model, "http://a.example/1", b"x" * 300)
+    for record in first:
+        open_model.write(record)
+    kept = open_model._size
+    inner = b"\r\n\r\nWARC/1.1\r\nWARC-Type: resource\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n"
+    open_model.write(pair(open_model, "http://a.example/quote.warc", inner * 20 + b"y" * 4000)[0])
+    data = open_model.current_path.read_bytes()
+    open_model._abandon()
+    suffix = ".warc.gz.open" if gzip else ".warc.open"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / f"t-20200101000000000000-00000{suffix}").write_bytes(data[: kept + (len(data) - kept) // 2])
+    [recovered] = RotatingWarcWriter(run, "t", 10**9, gzip=gzip).recovered
+    assert not recovered.set_aside and recovered.final_path.read_bytes() == data[:kept]
