@@ -222,15 +222,21 @@ def test_a_rewrite_keeps_only_back_offs_still_running(tmp_path: Path) -> None:
     assert recalled.backoffs == {"a.test": pytest.approx(NOW + 100)}
 
 
-def test_a_run_of_back_offs_is_resumed_after_a_kill_where_it_left_off(tmp_path: Path) -> None:
-    """The run counts how often the wait doubled: without it, a restarted crawl asked a
-    server that kept failing at 2 tau_h again, however long it had been down."""
+def _a_logged_run_of_three(tmp_path: Path) -> tuple[_Clock, _Clock, Path, Politeness, PolitenessMemory]:
+    """A JOBDIR's politeness log where a.test is in a run of 3 back-offs, its wait 8 s."""
     wall, mono = _Clock(NOW), _Clock(100.0)
     path = tmp_path / "politeness.log"
     polite, memory = _remembering(path, wall, mono)
     failing = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
     failing.backoff_streak, failing.not_before = 3, 100.0 + 8
     memory.backed_off(failing)
+    return wall, mono, path, polite, memory
+
+
+def test_a_run_of_back_offs_is_resumed_after_a_kill_where_it_left_off(tmp_path: Path) -> None:
+    """The run counts how often the wait doubled: without it, a restarted crawl asked a
+    server that kept failing at 2 tau_h again, however long it had been down."""
+    wall, mono, path, polite, memory = _a_logged_run_of_three(tmp_path)
     recovered = polite.add_host("b.test", "10.0.0.1", 1.0, 0.1)
     recovered.backoff_streak, recovered.not_before = 2, 100.0 + 4
     memory.backed_off(recovered)
@@ -615,12 +621,7 @@ def test_a_recalled_run_outlives_the_next_rewrite_and_its_end_is_logged(tmp_path
     """A host given back its run (its wait over) has no wait of its own: the next rewrite
     (a graceful stop, a compaction) dropped the run, and the answer that ended it wrote
     nothing, so a kill recalled the ended run again (found by review, 2026-11-27)."""
-    wall, mono = _Clock(NOW), _Clock(100.0)
-    path = tmp_path / "politeness.log"
-    polite, memory = _remembering(path, wall, mono)
-    failing = polite.add_host("a.test", "10.0.0.1", 1.0, 0.1)
-    failing.backoff_streak, failing.not_before = 3, 100.0 + 8
-    memory.backed_off(failing)
+    wall, mono, path, polite, memory = _a_logged_run_of_three(tmp_path)
     wall.t, mono.t = NOW + 60, 7.0  # kill -9; the next run a minute later
     fresh = Politeness()
     memory = PolitenessMemory(StartLog(path, horizon=10, ahead=600, wall=wall), fresh, mono)
