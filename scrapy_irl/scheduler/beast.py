@@ -12,7 +12,7 @@ always progresses. A record whose host or IP cannot take more work for a while i
 *parked* (:meth:`Beast.park`): kept on disk, out of :meth:`Beast.pop`'s reach, until the
 caller's next :meth:`Beast.unpark`. A record whose host waits for a retry of its DNS
 lookup or robots.txt fetch is parked apart (:meth:`Beast.park_for_retry`), in a queue of
-records due in the same time bucket (buckets an eighth of the wait wide, at least 1 s),
+records due in the same time bucket (at most an eighth of the wait wide, at least 1 s),
 and comes back when its bucket is due (:meth:`Beast.release_retries`): not a whole unpark
 period late, and without re-reading the backlog or records not due yet. Records outside
 the budgets (``dont_filter``
@@ -60,6 +60,9 @@ MAGIC = b"BQE1"
 #: rather than delete the retry queues' files as strays (their URLs would be lost).
 STATE_VERSION = 2
 _ENTRY = struct.Struct("<II")
+#: Longest wait of a record parked for a retry (seconds; a day): a due time beyond it, or
+#: infinite, would make a bucket no clock reaches.
+MAX_RETRY_WAIT = 86_400.0
 #: A fully read front queue whose file has reached this size is replaced by a new one.
 FRONT_ROTATE_BYTES = 4 * 1024 * 1024
 
@@ -418,7 +421,9 @@ class Beast:
         self._returning = [load(q) for q in state.get("returning", [])]
         # Retry queues of the last run: due times unknown, so readable at once (their
         # records are parked again if their retry is still ahead). Absent before version 2.
-        self._returning += [load(q) for q in state.get("retrying", [])]
+        retrying = state.get("retrying", [])
+        # (a single id: the one retry queue of a development build of 2026-11-27)
+        self._returning += [load(q) for q in ([retrying] if isinstance(retrying, int) else retrying)]
         self._draining = [load(q, retired=True) for q in state["draining"]]
         # Retired queues still owing records (held in RAM when the last run stopped).
         self._resumed = [q for q in self._draining if q.size > 0]
@@ -547,11 +552,13 @@ class Beast:
         """Hold a record back until ``due`` (the caller's clock, now ``now``): its host
         waits for a retry of its DNS lookup or of its robots.txt fetch.
 
-        It joins the queue of its due bucket: an eighth of the wait wide (a power of two
-        of seconds, at least 1 s), so records come back at most that late, each bucket
-        is one file, and a crawl with failures spread over hours keeps a few dozen of
-        them (about eight per doubling of the wait)."""
-        width = 2.0 ** max(0, math.ceil(math.log2(max(1.0, (due - now) / 8))))
+        It joins the queue of its due bucket: at most an eighth of the wait wide (a power
+        of two of seconds, at least 1 s), so records come back at most that late, each
+        bucket is one file, and a crawl with failures spread over hours keeps a few dozen
+        of them (eight to sixteen per doubling of the wait). A wait is capped at
+        MAX_RETRY_WAIT."""
+        due = min(due, now + MAX_RETRY_WAIT) if math.isfinite(now) else due
+        width = 2.0 ** max(0, math.floor(math.log2(max(1.0, (due - now) / 8))))
         key = (width, math.ceil(due / width))
         queue = self._retry_buckets.get(key)
         if queue is None:

@@ -333,11 +333,15 @@ def _give_final_name(path: Path, gzipped: bool, first: _Scan | None = None) -> P
 
 
 def _intact_record_after(path: Path, start: int, gzipped: bool) -> int | None:
-    """The offset of a complete record after ``start`` (see :func:`_record_at`), or None.
+    """The offset of a record after ``start`` from which complete records run to the end
+    of the file (the last may be torn), or None.
 
     A kill cuts the file once, inside its last record: after the torn record there is
-    nothing. So a complete record further on means damage of another kind (a flipped
-    byte, a hole), and the records after it must not be cut away with it.
+    nothing. So intact records further on mean damage of another kind (a flipped byte, a
+    hole), and they must not be cut away with it. Asking for a chain to the end, not one
+    record, keeps a torn record that quotes WARC records in its payload (a crawled
+    ``.warc``) from passing for damage: the quoted text stops making records before the
+    end of the file.
     """
     marker = b"\x1f\x8b\x08" if gzipped else b"\r\n\r\nWARC/1."
     size = path.stat().st_size
@@ -352,7 +356,7 @@ def _intact_record_after(path: Path, start: int, gzipped: bool) -> int | None:
             while found != -1 and tried < _MAX_CANDIDATES:
                 tried += 1
                 offset = base + found + (0 if gzipped else 4)
-                if _record_at(path, offset, gzipped, size) == "complete":
+                if _records_reach_the_end(path, offset, gzipped, size):
                     return offset
                 found = data.find(marker, found + 1)
             carry = data[-(len(marker) - 1):]
@@ -360,50 +364,79 @@ def _intact_record_after(path: Path, start: int, gzipped: bool) -> int | None:
     return None
 
 
-def _record_at(path: Path, offset: int, gzipped: bool, size: int) -> str:
-    """What starts at ``offset``: ``"complete"`` (a whole gzip member, CRC checked, whose
-    text begins ``WARC/1.``; or a ``WARC/1.`` header whose ``Content-Length`` block and
-    ``CRLF CRLF`` end inside the file), ``"torn"`` (such a start that runs past the end
-    of the file without a fault: what a kill leaves), or ``"bad"``."""
+def _records_reach_the_end(path: Path, offset: int, gzipped: bool, size: int) -> bool:
+    """Whether complete records follow one another from ``offset`` to the end of the
+    file, the last one possibly torn (cut by a kill). The first must be complete."""
+    first = True
+    while offset < size:
+        state, end = _record_at(path, offset, gzipped, size)
+        if state == "bad" or (state == "torn" and first):
+            return False
+        if state == "torn":
+            return True
+        offset, first = end, False
+    return not first
+
+
+#: A ``Content-Length`` longer than this many digits is no record of ours (and ``int()``
+#: refuses strings of thousands of digits).
+_MAX_LENGTH_DIGITS = 19
+
+
+def _record_at(path: Path, offset: int, gzipped: bool, size: int) -> tuple[str, int]:
+    """What starts at ``offset`` and where it ends: ``"complete"`` (a whole gzip member,
+    CRC checked, whose text begins ``WARC/1.``; or a ``WARC/1.`` header whose
+    ``Content-Length`` block and ``CRLF CRLF`` end inside the file), ``"torn"`` (such a
+    start that runs past the end of the file without a fault), or ``"bad"``."""
     with open(path, "rb") as raw:
         raw.seek(offset)
         if gzipped:
-            return _member_at(raw)
+            return _member_at(raw, offset)
         head = raw.read(1 << 16)
         if not head.startswith(b"WARC/1."[: len(head)]):
-            return "bad"
+            return "bad", offset
         blank = head.find(b"\r\n\r\n")
         if blank == -1:
-            return "torn" if offset + len(head) >= size else "bad"
+            return ("torn" if offset + len(head) >= size else "bad"), offset
         length = None
         for line in head[:blank].split(b"\r\n")[1:]:
             name, _, value = line.partition(b":")
+            value = value.strip()
             if name.strip().lower() == b"content-length":
-                length = int(value.strip()) if value.strip().isdigit() else None
+                digits = value.isdigit() and len(value) <= _MAX_LENGTH_DIGITS
+                length = int(value) if digits else None
         if length is None:
-            return "bad"
+            return "bad", offset
         end = offset + blank + 4 + length + 4
         if end > size:
-            return "torn"
+            return "torn", end
         raw.seek(end - 4)
-        return "complete" if raw.read(4) == b"\r\n\r\n" else "bad"
+        return ("complete" if raw.read(4) == b"\r\n\r\n" else "bad"), end
 
 
-def _member_at(raw: Any) -> str:
+def _member_at(raw: Any, offset: int) -> tuple[str, int]:
+    """A gzip member read from ``raw``'s position (``offset``), its output discarded in
+    bounded pieces (a member can inflate to gigabytes)."""
     decompressor = zlib.decompressobj(wbits=31)
     text = b""
+    consumed = 0
     try:
         while not decompressor.eof and (chunk := raw.read(1 << 16)):
-            out = decompressor.decompress(chunk)
-            if len(text) < 16:
-                text += out[:16]
-                if not b"WARC/1.".startswith(text[:7]):
-                    return "bad"
+            consumed += len(chunk)
+            data = chunk
+            while data and not decompressor.eof:
+                out = decompressor.decompress(data, 1 << 20)
+                data = decompressor.unconsumed_tail
+                if len(text) < 16:
+                    text += out[:16]
+                    if not b"WARC/1.".startswith(text[:7]):
+                        return "bad", offset
     except zlib.error:
-        return "bad"
+        return "bad", offset
     if not decompressor.eof:
-        return "torn"
-    return "complete" if text.startswith(b"WARC/1.") else "bad"
+        return "torn", offset + consumed
+    end = offset + consumed - len(decompressor.unused_data)
+    return ("complete" if text.startswith(b"WARC/1.") else "bad"), end
 
 
 def _set_aside(path: Path) -> Path:
@@ -434,7 +467,7 @@ def recover_open_file(path: Path) -> RecoveredFile:
     path.with_name(path.name + REWRITE_SUFFIX).unlink(missing_ok=True)  # a killed rewrite
     size = path.stat().st_size
     scan = _scan(path, gzipped)
-    if scan.end < size and _record_at(path, scan.end, gzipped, size) != "torn":
+    if scan.end < size:
         intact = _intact_record_after(path, scan.end, gzipped)
         if intact is not None:
             aside = _set_aside(path)

@@ -373,8 +373,8 @@ def test_records_parked_for_a_retry_come_back_when_their_bucket_is_due(tmp_path)
     beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
     assert beast.retry_due == float("inf")
     beast.park(b"backlog")
-    beast.park_for_retry(b"dns", 30.0, now=0.0)  # buckets of 4 s: due at 32
-    beast.park_for_retry(b"robots", 10.0, now=0.0)  # buckets of 2 s: due at 10
+    beast.park_for_retry(b"dns", 31.0, now=0.0)  # buckets of 2 s: due at 32
+    beast.park_for_retry(b"robots", 10.0, now=0.0)  # buckets of 1 s: due at 10
     assert beast.retry_due == 10.0
     assert (len(beast), beast.readable) == (3, 0)
     assert beast.stats()["retrying"] == 2 and beast.stats()["retry_parked_total"] == 2
@@ -751,3 +751,28 @@ def test_a_queue_an_older_state_lacks_is_not_made_of_a_stray_file(tmp_path):
     again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
     again.unpark()
     assert drain(again) == ["owed"]
+
+
+def test_a_state_naming_a_single_retry_queue_opens(tmp_path):
+    """A development build of 2026-11-27 saved one retry queue id, not a list: such a STATE
+    was refused as inconsistent (review), and skipping the key would have deleted the
+    queue's file as a stray, its URLs with it."""
+    import zlib
+
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.park_for_retry(b"waiting", 100.0, now=0.0)
+    beast.save()
+    del beast
+    state = json.loads((tmp_path / "STATE").read_text())
+    [qid] = state["body"]["retrying"]
+    state["body"]["retrying"] = qid
+    state["crc32"] = zlib.crc32(json.dumps(state["body"], sort_keys=True).encode())
+    (tmp_path / "STATE").write_text(json.dumps(state))
+    assert drain(Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)) == ["waiting"]
+
+
+def test_an_endless_retry_wait_is_bounded(tmp_path):
+    beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    beast.park_for_retry(b"never", float("inf"), now=5.0)
+    assert beast.retry_due <= 5.0 + 86_400.0 * (1 + 1 / 8) and beast.retrying == 1  # a day
+    assert beast.release_retries(beast.retry_due) == 1 and drain(beast) == ["never"]
