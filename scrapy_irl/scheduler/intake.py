@@ -171,7 +171,7 @@ class Intake:
         in Scrapy's scheduler, and is counted)."""
         if not aux.startswith(RAM_PREFIX):
             return None
-        got = self._ram_checks.pop(int.from_bytes(aux[len(RAM_PREFIX) :], "little"), None)
+        got = self._ram_checks.pop(_ram_token(aux), None)
         if got is None:
             self.counts["unserializable_lost_at_restart"] += 1
         return got
@@ -210,15 +210,7 @@ class Intake:
         """Scrapy's duplicate lines, under its logger: the first duplicate of the crawl, or
         each one with DUPEFILTER_DEBUG (then each costs an unpickle, as a debug run may)."""
         for i in np.flatnonzero(~batch.unique & checked):
-            aux = batch.aux(int(i))
-            if aux.startswith(RAM_PREFIX):
-                waiting = self._ram_checks.get(int.from_bytes(aux[len(RAM_PREFIX) :], "little"))
-                request = waiting[0] if waiting is not None else None
-            else:
-                try:
-                    request = self.codec.decode(record_blob(aux))
-                except ValueError:
-                    request = None
+            request = self._duplicate_request(batch.aux(int(i)))
             if request is None:
                 continue
             if self.log_every_duplicate:
@@ -235,6 +227,17 @@ class Intake:
             )  # fmt: skip
             self.log_next_duplicate = False
             return
+
+    def _duplicate_request(self, aux: bytes) -> Request | None:
+        """The request a duplicate's URLseen aux names: waiting in RAM (left there), or
+        rebuilt from its record; None if it is gone or does not decode."""
+        if aux.startswith(RAM_PREFIX):
+            waiting = self._ram_checks.get(_ram_token(aux))
+            return waiting[0] if waiting is not None else None
+        try:
+            return self.codec.decode(record_blob(aux))
+        except ValueError:
+            return None
 
     def _signal_dropped(self, batch: DrumBatch, checked: np.ndarray) -> None:
         """``request_dropped`` for each duplicate, rebuilt from its record.
@@ -270,3 +273,8 @@ class Intake:
             self.crawler.signals.send_catch_log(
                 signals.request_dropped, request=request, spider=self.spider
             )
+
+
+def _ram_token(aux: bytes) -> int:
+    """The key of the RAM-waiting request a URLseen aux (``RAM_PREFIX`` + 8 bytes) names."""
+    return int.from_bytes(aux[len(RAM_PREFIX) :], "little")

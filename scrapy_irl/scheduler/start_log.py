@@ -387,8 +387,13 @@ class PolitenessMemory:
         offset = self._offset()
         self.hosts = {name: t - offset for name, t in recalled.hosts.items()}
         self.ips = {ip: t - offset for ip, t in recalled.ips.items()}
-        self.backoffs = {name: t - offset for name, t in recalled.backoffs.items()}
-        self.runs = {name: (run, t - offset) for name, (run, t) in recalled.runs.items()}
+        # Per host, the end of its last back-off wait and its run of them (0: none): a
+        # wait still running, or a run whose wait ended less than ``ahead`` ago, or both.
+        self.backoffs: dict[str, tuple[float, int]] = {
+            name: (t - offset, 0) for name, t in recalled.backoffs.items()}  # fmt: skip
+        for name, (run, t) in recalled.runs.items():
+            until = max(t - offset, self.backoffs.get(name, (t - offset, 0))[0])
+            self.backoffs[name] = (until, run)
         self.applied = 0
         self.rewrite()
 
@@ -398,17 +403,15 @@ class PolitenessMemory:
         if start is not None and start > host.last_start:
             host.last_start = start
             self.applied += 1
-        until = self.backoffs.pop(host.name, None)
-        if until is not None and until > host.not_before:
+        until, run = self.backoffs.pop(host.name, (float("-inf"), 0))
+        if until > host.not_before:
+            # A wait still running; or one that is over, which leaves when the host is due
+            # alone but is the log's reference for its run: a rewrite keeps the run, and
+            # the answer that ends it is logged (both were lost: found by review).
+            self.applied += until > self.clock()
             host.not_before = until
-            self.applied += 1
-        run, ended = self.runs.pop(host.name, (0, float("-inf")))
         if run > host.backoff_streak:
             host.backoff_streak = run
-            # The end of the run's last wait (past, or the wait above): no effect on when
-            # the host is due, but the log's reference for the run, so a rewrite keeps it
-            # and the answer that ends it is logged (both were lost: found by review).
-            host.not_before = max(host.not_before, ended)
             self.applied += 1
         self.apply_ip(host.ip)
 
@@ -452,10 +455,9 @@ class PolitenessMemory:
         for recalls in (self.hosts, self.ips):
             for key in [k for k, t in recalls.items() if t <= oldest]:
                 del recalls[key]
-        for key in [k for k, t in self.backoffs.items() if t <= now]:
+        for key in [k for k, (t, run) in self.backoffs.items()
+                    if t <= (now - self.log.ahead if run else now)]:  # fmt: skip
             del self.backoffs[key]
-        for key in [k for k, (_, t) in self.runs.items() if t <= now - self.log.ahead]:
-            del self.runs[key]
         if self.log.needs_rewrite():
             self.rewrite()
 
@@ -469,10 +471,7 @@ class PolitenessMemory:
                   if name not in self.polite.hosts]  # fmt: skip
         backoffs = [(h.name, h.not_before + offset, h.backoff_streak)
                     for h in self.polite.hosts.values() if h.not_before != float("-inf")]  # fmt: skip
-        recalled = {name: (t, 0) for name, t in self.backoffs.items()}
-        for name, (run, t) in self.runs.items():
-            recalled[name] = (max(t, recalled.get(name, (t, 0))[0]), run)
-        backoffs += [(name, t + offset, run) for name, (t, run) in recalled.items()
+        backoffs += [(name, t + offset, run) for name, (t, run) in self.backoffs.items()
                      if name not in self.polite.hosts]  # fmt: skip
         self.log.rewrite(hosts, ips, backoffs)
 
