@@ -70,8 +70,11 @@ IRL_ROBOTS_MEMORY_ENTRIES = 10_000
 IRL_ROBOTS_MEMORY_BYTES = 64 * 2**20
 # CrawlDelayMiddleware: raise a host's download-slot delay to its Crawl-delay/Request-rate.
 IRL_CRAWL_DELAY_ENABLED = True
-# Upper bound in seconds on an honoured Crawl-delay (larger values are capped and counted).
+# Upper bound in seconds on an honoured Crawl-delay.
 IRL_CRAWL_DELAY_MAX = 60.0
+# An origin asking for more: "skip" refuses its URLs (counted, errback), "cap" fetches them
+# IRL_CRAWL_DELAY_MAX apart (faster than asked, counted).
+IRL_CRAWL_DELAY_OVER_MAX = "skip"
 
 # --- DNS (HostResolver: one lookup per host per TTL, results in the host store) -----------
 # Seconds a successful lookup is reused.

@@ -2,8 +2,9 @@
 
 Scrapy parses Crawl-delay but never acts on it. This middleware runs after
 ``RobotsCacheMiddleware`` (so the origin's rules are cached) and raises the delay of the
-request's download slot to the host's delay, capped by ``IRL_CRAWL_DELAY_MAX``. It never
-lowers a slot's delay, and sets the slot's jitter to 0 so a random jitter cannot undercut
+request's download slot to the host's delay. An origin asking for more than
+``IRL_CRAWL_DELAY_MAX`` has its requests refused (``IRL_CRAWL_DELAY_OVER_MAX = "skip"``,
+the default) or gets the maximum (``"cap"``). It never lowers a slot's delay, and sets the slot's jitter to 0 so a random jitter cannot undercut
 the asked delay. The IRL scheduler applies Crawl-delay in its host heap instead.
 """
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import NotConfigured
 
 from scrapy_irl import config
-from scrapy_irl.robots.middleware import STAT_PREFIX, robots_for
+from scrapy_irl.robots.middleware import STAT_PREFIX, refuses_long_crawl_delay, robots_for
 
 if TYPE_CHECKING:
     from typing import Self
@@ -47,6 +48,7 @@ class CrawlDelayMiddleware:
             raise NotConfigured(
                 f"IRL_CRAWL_DELAY_MAX must not be negative, got {self.max_delay}"
             )
+        self.skip_over_max = refuses_long_crawl_delay(settings)
         self._warned_missing = False
 
     @classmethod
@@ -70,6 +72,8 @@ class CrawlDelayMiddleware:
         if delay is None:
             return
         if delay > self.max_delay:
+            if self.skip_over_max:
+                robots.refuse_crawl_delay(request, delay)
             self.crawler.stats.inc_value(f"{STAT_PREFIX}/crawl_delay_capped")
             delay = self.max_delay
         self._raise_slot_delay(request, delay)

@@ -75,6 +75,17 @@ CHECKED_META = "irl_robots_checked"
 #: fails it with the IgnoreRequest it would raise itself, whatever the cache holds by then.
 REFUSED_META = "irl_robots_refused"
 UNREACHABLE = "unreachable"
+#: REFUSED_META of a request whose origin asks for a Crawl-delay above IRL_CRAWL_DELAY_MAX
+#: (with IRL_CRAWL_DELAY_OVER_MAX = "skip").
+CRAWL_DELAY_TOO_LONG = "crawl_delay"
+#: IRL_CRAWL_DELAY_OVER_MAX's values.
+OVER_MAX_CHOICES = ("skip", "cap")
+
+
+def refuses_long_crawl_delay(settings: Any) -> bool:
+    """Whether an origin asking for a Crawl-delay above IRL_CRAWL_DELAY_MAX is skipped
+    (True) or crawled at IRL_CRAWL_DELAY_MAX (False)."""
+    return config.getstr(settings, "IRL_CRAWL_DELAY_OVER_MAX", choices=OVER_MAX_CHOICES) == "skip"
 
 
 def robots_for(crawler: Crawler) -> RobotsCacheMiddleware | None:
@@ -220,6 +231,8 @@ class RobotsCacheMiddleware:
         if refused is not None:  # the IRL scheduler's verdict, handed out for the errback
             if refused == UNREACHABLE:
                 self._drop_unreachable(request)
+            if refused == CRAWL_DELAY_TOO_LONG:
+                self.refuse_crawl_delay(request, self.crawl_delay(request))
             self._forbid(request)
         cached = await self.robot_parser(request, checked=request.meta.get(CHECKED_META))
         if cached is None:
@@ -243,6 +256,24 @@ class RobotsCacheMiddleware:
             extra={"spider": self.crawler.spider},
         )
         raise IgnoreRequest(UNREACHABLE_MESSAGE)
+
+    def refuse_crawl_delay(self, request: Request, delay: float | None) -> NoReturn:
+        """The origin asks for a Crawl-delay above IRL_CRAWL_DELAY_MAX and the project
+        skips such origins (IRL_CRAWL_DELAY_OVER_MAX = "skip"): fetching its pages faster
+        than asked would break the Crawl-delay guarantee, waiting longer than the maximum
+        is what the project ruled out. Refused like a robots.txt-forbidden page."""
+        self._inc("crawl_delay_refused")
+        self.stats.inc_value("robotstxt/forbidden")
+        shown = "unknown" if delay is None else f"{delay:g}"
+        logger.debug(
+            "Forbidden by robots.txt: Crawl-delay of %(delay)s s is above "
+            "IRL_CRAWL_DELAY_MAX: %(request)s",
+            {"delay": shown, "request": request},
+            extra={"spider": self.crawler.spider},
+        )
+        raise IgnoreRequest(
+            f"Forbidden by robots.txt: Crawl-delay of {shown} s is above IRL_CRAWL_DELAY_MAX"
+        )
 
     def _forbid(self, request: Request) -> NoReturn:
         logger.debug(

@@ -70,6 +70,9 @@ class Host:
     budget: float = 0.0
     crawl_delay: float | None = None  # the largest of its origins' (http, https, ports)
     delay_origins: tuple[str, ...] = ()  # origins whose Crawl-delay was taken into it
+    # Of those, the ones asking for more than IRL_CRAWL_DELAY_MAX, whose URLs are refused
+    # (IRL_CRAWL_DELAY_OVER_MAX = "skip"): their delay is not taken into ``delay``.
+    slow_origins: tuple[str, ...] = ()
     finish: float = 0.0  # virtual finish time of its last request on its IP
     backlogged: bool = False  # had work queued ever since its last request (keeps finish)
     # When its DNS record stops being fresh (the caller's clock; inf: never, an IP

@@ -17,6 +17,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_irl.hosts.records import RobotsKind
 from scrapy_irl.robots.middleware import (
     CHECKED_META,
+    CRAWL_DELAY_TOO_LONG,
     REFUSED_META,
     UNREACHABLE,
 )
@@ -52,8 +53,10 @@ class RobotsGate:
             return
         cached = self.robots.cache.get(origin)
         if cached is not None and cached.record.is_fresh(self.robots.clock()):
-            self._note_crawl_delay(host, origin, cached)
-            self._obey(cached, item, url, host)
+            if self._note_crawl_delay(host, origin, cached):
+                self._refuse_for_crawl_delay(item, host)
+            else:
+                self._obey(cached, item, url, host)
             return
         waiting = self._robots_wait.get(origin)
         if self._park_if_backlogged(item, host, len(waiting) if waiting else 0):
@@ -66,20 +69,64 @@ class RobotsGate:
             self._robots_fetching.add(origin)
             self.polite.push(host, RobotsMarker(origin), front=True)
 
-    def _note_crawl_delay(self, name: str, origin: str, cached: Any, *, fetched: bool = False) -> None:
+    def _note_crawl_delay(self, name: str, origin: str, cached: Any, *, fetched: bool = False) -> bool:
         """Take ``origin``'s Crawl-delay into its host's tau_h, once per origin (and again
         after each fetch of its robots.txt). A host name can be served by several origins
         (http and https, other ports), each with its own robots.txt; they reach the same
-        server, so the host keeps the largest delay any of them asks for."""
+        server, so the host keeps the largest delay any of them asks for.
+
+        True when the origin asks for more than IRL_CRAWL_DELAY_MAX and such origins are
+        skipped (IRL_CRAWL_DELAY_OVER_MAX = "skip"): its URLs are to be refused, and its
+        delay is not taken (the host's other origins keep their pace)."""
         host = self.polite.hosts.get(name)
-        if host is None or (origin in host.delay_origins and not fetched):
-            return
+        if host is None:
+            return self._crawl_delay_too_long(cached.crawl_delay(self._default_ua()))
+        if origin in host.delay_origins and not fetched:
+            return origin in host.slow_origins
         if origin not in host.delay_origins:
             host.delay_origins = (*host.delay_origins, origin)
         delay = cached.crawl_delay(self._default_ua())
+        if self._crawl_delay_too_long(delay):
+            if origin not in host.slow_origins:
+                host.slow_origins = (*host.slow_origins, origin)
+                self._refuse_queued(host, origin)
+            return True
+        if origin in host.slow_origins:
+            host.slow_origins = tuple(o for o in host.slow_origins if o != origin)
         if delay and delay > (host.crawl_delay or 0.0):
+            if delay > self.delays.crawl_delay_max:
+                self.counts["crawl_delay_capped"] += 1
             host.crawl_delay = delay
             self._apply_budget(host, self.star.budget(name))
+        return False
+
+    def _crawl_delay_too_long(self, delay: float | None) -> bool:
+        return bool(self.skip_long_crawl_delay and delay and delay > self.delays.crawl_delay_max)
+
+    def _refuse_queued(self, host: Host, origin: str) -> None:
+        """A re-fetched robots.txt now asks for too long a Crawl-delay: the URLs of that
+        origin already in the host's queue are refused too (none are, the first time)."""
+        if not host.queue:
+            return
+
+        def other_origin(item: Any) -> bool:
+            return isinstance(item, RobotsMarker) or origin_of(url_parts(url_of(item))) != origin
+
+        for item in self.polite.filter(host.name, other_origin):
+            self._refuse_for_crawl_delay(item, host.name)
+
+    def _refuse_for_crawl_delay(self, item: Any, host: str) -> None:
+        """Refuse ``item``: its origin's Crawl-delay is above IRL_CRAWL_DELAY_MAX. A
+        request that asks to skip robots.txt (``dont_obey_robotstxt``) is queued anyway."""
+        request = item if isinstance(item, Request) else self._decode_or_drop(item)
+        if request is None:
+            return
+        if request.meta.get("dont_obey_robotstxt"):
+            self.counts["robots_bypassed_by_meta"] += 1
+            self._push_or_park(host, item)
+            return
+        self.counts["crawl_delay_refused"] += 1
+        self._refuse(item, request, CRAWL_DELAY_TOO_LONG)
 
     def _cached_crawl_delay(self, url: str) -> float | None:
         """Crawl-delay of the URL's origin if its robots.txt is cached (a host met again)."""
@@ -111,7 +158,8 @@ class RobotsGate:
         if isinstance(item, Held) and self._allowed_anyway(cached, request, url):
             self._queue_allowed(host, item, front=front)
             return
-        self._refuse(item, request, cached.record.kind == RobotsKind.DISALLOW_ALL)
+        unreachable = cached.record.kind == RobotsKind.DISALLOW_ALL
+        self._refuse(item, request, UNREACHABLE if unreachable else "forbidden")
 
     def _queue_allowed(self, host: str, item: Any, *, front: bool) -> None:
         if front:
@@ -141,14 +189,14 @@ class RobotsGate:
             return True
         return bool(cached.allowed(url, self.robots.user_agent(request)))  # type: ignore[union-attr]
 
-    def _refuse(self, item: Any, request: Request, unreachable: bool) -> None:
+    def _refuse(self, item: Any, request: Request, verdict: str) -> None:
         """robots.txt forbids ``request`` (or stayed unreachable past its retries): hand it
         out at once, outside the heaps, marked (``REFUSED_META``), so that
         RobotsCacheMiddleware fails it with the ``IgnoreRequest`` of Scrapy's own robots
         middleware and the spider's errback sees it. Nothing reaches the server; the
         middleware counts it (``robotstxt/forbidden``, ``irl_robots/unreachable_dropped``).
         Dropped here instead, such requests left no trace but a count."""
-        request.meta[REFUSED_META] = UNREACHABLE if unreachable else "forbidden"
+        request.meta[REFUSED_META] = verdict
         self.counts["robots_refused_handed_out"] += 1
         self._hand_out_now(item, request)
 
@@ -217,8 +265,10 @@ class RobotsGate:
         if cached is None:  # fetch ignored or failed oddly: no rules to apply
             for item in items:
                 self._push_or_park(host.name, item)
+        elif self._note_crawl_delay(host.name, origin, cached, fetched=True):
+            for item in items:
+                self._refuse_for_crawl_delay(item, host.name)
         else:
-            self._note_crawl_delay(host.name, origin, cached, fetched=True)
             for item in items:
                 self._obey(cached, item, url_of(item), host.name,
                            front=self._robots_refetched(item))  # fmt: skip

@@ -45,7 +45,7 @@ from scrapy_irl.hosts.download import other_http_handlers
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import ProxyRoutes
-from scrapy_irl.robots.middleware import robots_for
+from scrapy_irl.robots.middleware import refuses_long_crawl_delay, robots_for
 from scrapy_irl.scheduler.backoff import BackoffPolicy
 from scrapy_irl.scheduler.codec import (
     RequestCodec,
@@ -180,6 +180,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             base_budget=config.getfloat(settings, "IRL_BUDGET_BASE", minimum=1),
             crawl_delay_max=config.getfloat(settings, "IRL_CRAWL_DELAY_MAX", minimum=0),
         )
+        self.skip_long_crawl_delay = refuses_long_crawl_delay(settings)
         self.ram_requests = config.getint(settings, "IRL_FRONTIER_RAM_REQUESTS", minimum=1)
         # Read now: a bad value must stop the start, not fail the close after the crawl.
         self.top_plds = config.getint(settings, "IRL_REPORT_TOP_PLDS", minimum=0)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from scrapy.core.downloader import Slot
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Request
 
 from scrapy_irl.robots.crawl_delay import CrawlDelayMiddleware
@@ -55,11 +55,33 @@ def test_slot_delay_raised_to_crawl_delay_without_jitter(setup):
     assert min(slot.download_delay() for _ in range(50)) == 3.0
 
 
-def test_huge_crawl_delay_is_capped_and_counted(setup):
+def test_a_crawl_delay_above_the_maximum_refuses_the_request(setup):
+    # Capped, its pages went IRL_CRAWL_DELAY_MAX apart: sooner than the origin asked.
     robots, delays, crawler = setup
-    through(robots, delays, "http://b.test/1")
+    with pytest.raises(IgnoreRequest, match="Crawl-delay of 3600 s is above IRL_CRAWL_DELAY_MAX"):
+        through(robots, delays, "http://b.test/1")
+    assert "b.test" not in crawler.engine.downloader.slots
+    assert crawler.stats.get_value("irl_robots/crawl_delay_refused") == 1
+    assert crawler.stats.get_value("robotstxt/forbidden") == 1
+
+
+def test_with_cap_a_huge_crawl_delay_is_capped_and_counted(tmp_path):
+    web = FakeWeb({"http://b.test/robots.txt": (200, b"User-agent: *\nCrawl-delay: 3600\n")})
+    crawler = fake_crawler(web, tmp_path, IRL_CRAWL_DELAY_MAX=30, IRL_CRAWL_DELAY_OVER_MAX="cap")
+    crawler.engine.downloader = Slots(delay=1.0)
+    robots, delays = RobotsCacheMiddleware(crawler), CrawlDelayMiddleware(crawler)
+    try:
+        through(robots, delays, "http://b.test/1")
+    finally:
+        robots._spider_closed()
     assert crawler.engine.downloader.slots["b.test"].delay == 30.0
     assert crawler.stats.get_value("irl_robots/crawl_delay_capped") == 1
+
+
+def test_an_unknown_over_max_policy_is_refused_by_name(tmp_path):
+    crawler = fake_crawler(FakeWeb(), tmp_path, IRL_CRAWL_DELAY_OVER_MAX="wait")
+    with pytest.raises(ValueError, match="IRL_CRAWL_DELAY_OVER_MAX"):
+        CrawlDelayMiddleware(crawler)
 
 
 def test_no_crawl_delay_leaves_slot_alone(setup):

@@ -384,3 +384,69 @@ def test_one_ipv6_server_written_three_ways_is_crawled_at_its_delay(tmp_path: Pa
     assert [path for _, _, path in site.log].count("/robots.txt") == 1, site.log
     assert sorted(path for _, _, path in site.pages()) == ["/0", "/1", "/2"]
     assert min(gaps(site.log)) >= 0.5, site.log
+
+
+def test_an_origin_asking_for_more_than_the_maximum_crawl_delay_is_skipped(tmp_path: Path) -> None:
+    # Its pages were fetched IRL_CRAWL_DELAY_MAX apart: sooner than its Crawl-delay, which
+    # issue 5 guarantees. By default they are now refused like forbidden pages (errback).
+    with serving(_Site("User-agent: *\nCrawl-delay: 30\n")) as slow, serving(_Site()) as fine:
+        requests = [{"url": f"{slow.base_url}/{n}"} for n in range(3)]
+        requests += [{"url": f"{fine.base_url}/{n}"} for n in range(2)]
+        stats = crawl(requests, tmp_path, ROBOTSTXT_OBEY=True, IRL_CRAWL_DELAY_MAX=2)
+    assert stats["finish_reason"] == "finished"
+    assert slow.pages() == []
+    assert len(fine.pages()) == 2
+    assert stats["irl_sched/crawl_delay_refused"] == 3
+    assert stats["irl_robots/crawl_delay_refused"] == 3
+    assert stats["robotstxt/forbidden"] == 3
+    assert stats["listed/errback/IgnoreRequest"] == 3
+
+
+def test_with_cap_an_origin_asking_for_more_gets_the_maximum(tmp_path: Path) -> None:
+    with serving(_Site("User-agent: *\nCrawl-delay: 30\n")) as slow:
+        stats = crawl([{"url": f"{slow.base_url}/{n}"} for n in range(3)], tmp_path,
+                      ROBOTSTXT_OBEY=True, IRL_CRAWL_DELAY_MAX=1,
+                      IRL_CRAWL_DELAY_OVER_MAX="cap")  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert len(slow.pages()) == 3
+    assert 0.95 <= min(gaps(slow.pages())) < 5
+    assert stats["irl_sched/crawl_delay_capped"] == 1
+    assert "irl_sched/crawl_delay_refused" not in stats
+
+
+class _SlowingSite(_Site):
+    """Serves ``first`` as robots.txt once, then ``later``."""
+
+    def __init__(self, first: str, later: str) -> None:
+        super().__init__(first)
+        self.RequestHandlerClass = _SlowingHandler
+        self.later = later
+
+    def served_robots(self) -> int:
+        return sum(1 for entry in self.log if entry[2] == "/robots.txt")
+
+
+class _SlowingHandler(_Handler):
+    def do_GET(self) -> None:
+        if self.path == "/robots.txt" and self.server.served_robots() >= 1:
+            self.server.robots = self.server.later
+        super().do_GET()
+
+
+def test_queued_pages_are_refused_once_a_renewed_robots_txt_asks_too_much(tmp_path: Path) -> None:
+    # robots.txt expires (IRL_ROBOTS_TTL) while the host's pages wait in its queue, and
+    # the renewed one asks for a Crawl-delay above the maximum: the waiting pages are
+    # refused, not fetched at the old pace nor left in the queue.
+    site = _SlowingSite("User-agent: *\nAllow: /\n", "User-agent: *\nCrawl-delay: 30\n")
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/{n}"} for n in range(8)], tmp_path,
+                      ROBOTSTXT_OBEY=True, IRL_CRAWL_DELAY_MAX=2, IRL_ROBOTS_TTL=1,
+                      IRL_HOST_DELAY=0.4, IRL_HOST_DELAY_MIN=0.4)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    robots_fetches = [when for when, _, path in site.log if path == "/robots.txt"]
+    assert len(robots_fetches) >= 2
+    pages = site.pages()
+    assert 1 <= len(pages) < 8
+    assert all(when < robots_fetches[1] for when, _, _ in pages)
+    assert stats["irl_sched/crawl_delay_refused"] == 8 - len(pages)
+    assert stats["listed/errback/IgnoreRequest"] == 8 - len(pages)
