@@ -284,10 +284,19 @@ class RobotsCacheMiddleware:
         self.stats.inc_value("robotstxt/forbidden")
         raise IgnoreRequest("Forbidden by robots.txt")
 
-    def user_agent(self, request: Request) -> str | bytes:
+    def user_agent(self, request: Request) -> str:
+        """The agent name robots.txt rules are matched for (Scrapy's choice: the
+        ROBOTSTXT_USER_AGENT setting, else the request's User-Agent, else USER_AGENT), as
+        text. A header's bytes that are not UTF-8 are read as Latin-1 (HTTP's historical
+        header charset): Scrapy's parsers decoded them as UTF-8 and raised."""
         useragent: str | bytes | None = self._robotstxt_useragent
         if not useragent:
             useragent = request.headers.get(b"User-Agent", self._default_useragent)
+        if isinstance(useragent, bytes):
+            try:
+                useragent = useragent.decode("utf-8")
+            except UnicodeDecodeError:
+                useragent = useragent.decode("latin-1")
         return useragent or "*"
 
     def process_request_2(self, rp: Any, request: Request) -> None:

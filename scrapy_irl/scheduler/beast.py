@@ -712,13 +712,15 @@ class Beast:
             self.current = first_new if everything_empty else 0
 
     def _placed(self, entry: bytes) -> tuple[int, bytes]:
-        """(k, entry with its budget recomputed) for a Q_F entry."""
+        """(k, entry with its budget recomputed) for a Q_F entry. In-degrees only grow, so
+        a budget never shrinks here: a rebudget that does not know the PLD (None, or a
+        smaller value) keeps the one stored with the entry."""
         budget, admitted = _ENTRY.unpack_from(entry)
         record = entry[_ENTRY.size :]
         if self.rebudget is not None:
             fresh = self.rebudget(record)
             if fresh:
-                budget = max(1, int(fresh))
+                budget = max(1, budget, int(fresh))
         return admitted // budget, _ENTRY.pack(budget, admitted) + record
 
     def done(self, token: Token) -> None:

@@ -10,11 +10,15 @@ from urllib.parse import urlsplit
 
 from scrapy.http import Request
 
+from scrapy_irl.exceptions import DrumError, FrontierCorruptionError
 from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.scheduler.codec import record_url
 from scrapy_irl.scheduler.politeness import Host
 
 STAT = "irl_sched"
+#: A frontier write failed (full disk, I/O error) or a frontier file read back damaged:
+#: the crawl closes cleanly (IrlScheduler._on_storage_error) rather than lose URLs.
+FRONTIER_FAILURES = (OSError, DrumError, FrontierCorruptionError)
 
 
 class Held:

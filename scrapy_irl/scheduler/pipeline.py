@@ -102,7 +102,7 @@ def build_star_and_beast(
     def rebudget(record: bytes) -> int | None:
         # the host as intake and the heaps key it (an IPv6 literal in one spelling)
         host = host_key(urlsplit(record_url(record)).hostname)
-        return star_holder[0].budget(host) if host and star_holder else None
+        return star_holder[0].known_budget(host) if host and star_holder else None
 
     beast = Beast(
         path / "beast",

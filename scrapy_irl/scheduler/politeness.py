@@ -130,7 +130,7 @@ class Politeness:
 
     def __init__(
         self, *, max_in_flight_per_ip: int = 4, ready_order: str = "budget",
-        streak_memory: float = 0.0,
+        streak_memory: float = 0.0, ip_delay_for: Callable[[float], float] | None = None,
     ) -> None:
         if max_in_flight_per_ip < 1:
             raise ValueError(
@@ -147,6 +147,10 @@ class Politeness:
         # queued: Scrapy's retry of its last page comes back through the disk queues, and
         # forgotten meanwhile, the host would start its run again at one tau_h.
         self.streak_memory = streak_memory
+        # tau_s of an IP from the average budget of its hosts: applied again when a host
+        # leaves the IP (forgotten, removed, moved), or the IP kept the tau_s a departed
+        # host's budget gave it. None: tau_s changes only through set_delays.
+        self.ip_delay_for = ip_delay_for
         self.hosts: dict[str, Host] = {}
         self.ips: dict[str, Ip] = {}
         self._host_heap: list[tuple[float, int, int, Host]] = []
@@ -188,13 +192,17 @@ class Politeness:
         """New tau_h for ``host`` and tau_s for its IP (budgets change during a crawl).
 
         Heap entries keyed by the old due time are replaced, so a shorter delay takes
-        effect at once and a longer one is never undercut.
+        effect at once and a longer one is never undercut (a host already waiting in its
+        IP's ready heap is checked again at its turn: :meth:`_not_due_after_all`).
         """
         address = self.ips[host.ip]
         if host.delay != host_delay:
             host.delay = host_delay
             if host.queue and not host.in_flight and not host.ready and not host.resolving:
                 self._schedule_host(host)
+        self._set_ip_delay(address, ip_delay)
+
+    def _set_ip_delay(self, address: Ip, ip_delay: float) -> None:
         if address.delay != ip_delay:
             address.delay = ip_delay
             if address.in_heap:
@@ -304,6 +312,9 @@ class Politeness:
             total = address.ready_weight
             tag, _, host, weight = heapq.heappop(address.ready)
             address.ready_weight = total - weight if address.ready else 0.0
+            if host.due_at() > now:
+                self._not_due_after_all(host, address, tag)
+                continue
             if now >= host.dns_expires and not host.dns_renewed:
                 self._hold_for_dns(host, address, tag)
                 continue
@@ -326,6 +337,18 @@ class Politeness:
                 self._schedule_ip(address)
             return host, item
         return None
+
+    def _not_due_after_all(self, host: Host, address: Ip, tag: float) -> None:
+        """``host``'s delay grew while it waited in its IP's ready heap (a Crawl-delay
+        learned from another of its origins, a larger tau_h): it goes back to the host
+        heap until the new due time, keeping its place in line, and the IP goes on to
+        its next ready host. Served at its old turn, the longer delay was undercut."""
+        host.ready = False
+        host.finish = tag
+        host.backlogged = True
+        self._schedule_host(host)
+        if address.ready and address.in_flight < self.max_in_flight_per_ip:
+            self._schedule_ip(address)
 
     def _hold_for_dns(self, host: Host, address: Ip, tag: float) -> None:
         """``host``'s turn came with its DNS record expired: hold it for a fresh lookup.
@@ -558,6 +581,8 @@ class Politeness:
         address = self.ips[host.ip]
         address.budget_total -= host.budget
         address.budget_hosts -= 1
+        if self.ip_delay_for is not None and address.budget_hosts > 0:
+            self._set_ip_delay(address, self.ip_delay_for(address.budget_total / address.budget_hosts))
         return address
 
     def backlog_seconds(self, host: Host) -> float:

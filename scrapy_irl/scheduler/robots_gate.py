@@ -23,6 +23,7 @@ from scrapy_irl.robots.middleware import (
 )
 from scrapy_irl.robots.origin import origin_of
 from scrapy_irl.scheduler.items import (
+    FRONTIER_FAILURES,
     Held,
     RobotsMarker,
     robots_margin,
@@ -41,6 +42,31 @@ class RobotsGate:
     """IrlScheduler's robots.txt checks and fetches (a mixin: the state is IrlScheduler's)."""
 
     def _check_robots_and_queue(self, item: Any, host: str) -> None:
+        """Queue ``item`` for ``host`` once robots.txt allows it (or refuse it, or wait for
+        the rules). An error costs only this item (:meth:`_routing_failed`): the callers
+        loop over URLs that have left every other queue."""
+        try:
+            self._robots_then_queue(item, host)
+        except Exception as exc:
+            self._routing_failed(item, exc)
+
+    def _routing_failed(self, item: Any, exc: Exception) -> None:
+        """``item`` could not be routed. A frontier write or read failed: the crawl closes
+        cleanly (what the last save committed resumes). Anything else is a request this
+        scheduler cannot handle (until 2026-11-27 a User-Agent header that was not UTF-8
+        raised in the robots.txt check): it is dropped, counted in
+        ``irl_sched/routing_errors`` and logged with its traceback, and the URLs queued
+        behind it go on (they were lost with it, and the crawl could close early)."""
+        if isinstance(exc, FRONTIER_FAILURES):
+            self._on_storage_error(exc, "routing a request")
+            return
+        self.counts["routing_errors"] += 1
+        logger.error("IRL scheduler: dropping %(url)s, which it failed to route",
+                     {"url": url_of(item)}, exc_info=exc,
+                     extra={"spider": self.spider})  # fmt: skip
+        self._release(item)
+
+    def _robots_then_queue(self, item: Any, host: str) -> None:
         if self.robots is None or (
             isinstance(item, Request) and item.meta.get("dont_obey_robotstxt")
         ):
@@ -54,7 +80,7 @@ class RobotsGate:
         cached = self.robots.cache.get(origin)
         if cached is not None and cached.record.is_fresh(self.robots.clock()):
             if self._note_crawl_delay(host, origin, cached):
-                self._refuse_for_crawl_delay(item, host)
+                self._refuse_for_crawl_delay(host, item)
             else:
                 self._obey(cached, item, url, host)
             return
@@ -113,9 +139,12 @@ class RobotsGate:
             return isinstance(item, RobotsMarker) or origin_of(url_parts(url_of(item))) != origin
 
         for item in self.polite.filter(host.name, other_origin):
-            self._refuse_for_crawl_delay(item, host.name)
+            try:
+                self._refuse_for_crawl_delay(host.name, item)
+            except Exception as exc:
+                self._routing_failed(item, exc)
 
-    def _refuse_for_crawl_delay(self, item: Any, host: str) -> None:
+    def _refuse_for_crawl_delay(self, host: str, item: Any) -> None:
         """Refuse ``item``: its origin's Crawl-delay is above IRL_CRAWL_DELAY_MAX. A
         request that asks to skip robots.txt (``dont_obey_robotstxt``) is queued anyway."""
         request = item if isinstance(item, Request) else self._decode_or_drop(item)
@@ -147,13 +176,13 @@ class RobotsGate:
         if cached.allowed(url, user_agent):
             self._queue_allowed(host, item, front=front)
             return
-        if cached.record.kind == RobotsKind.DISALLOW_ALL and (
-            cached.record.failures <= self.robots_retries
-        ):
-            self._hold_for_robots(cached.record, item, host)
-            return
         request = item if isinstance(item, Request) else self._decode_or_drop(item)
         if request is None:
+            return
+        if cached.record.kind == RobotsKind.DISALLOW_ALL and (
+            cached.record.failures <= self.robots_retries
+        ) and not (isinstance(item, Held) and request.meta.get("dont_obey_robotstxt")):
+            self._hold_for_robots(cached.record, item, host)
             return
         if isinstance(item, Held) and self._allowed_anyway(cached, request, url):
             self._queue_allowed(host, item, front=front)
@@ -240,6 +269,7 @@ class RobotsGate:
         fresh_for = robots_margin(cached.record) if cached is not None else 0.0
         d = deferred_from_coro(self.robots.robot_parser(probe, fresh_for=fresh_for))
         d.addBoth(self._robots_done, host, marker.origin)
+        d.addErrback(self._log_failure, f"the end of the robots.txt fetch of {marker.origin}")
 
     def _robots_done(self, result: Any, host: Host, origin: str) -> None:
         self._robots_fetching.discard(origin)
@@ -263,15 +293,17 @@ class RobotsGate:
             return
         cached = self.robots.cache.get(origin) if self.robots is not None else None
         if cached is None:  # fetch ignored or failed oddly: no rules to apply
-            for item in items:
-                self._push_or_park(host.name, item)
+            verdict = self._push_or_park
         elif self._note_crawl_delay(host.name, origin, cached, fetched=True):
-            for item in items:
-                self._refuse_for_crawl_delay(item, host.name)
+            verdict = self._refuse_for_crawl_delay
         else:
-            for item in items:
-                self._obey(cached, item, url_of(item), host.name,
-                           front=self._robots_refetched(item))  # fmt: skip
+            def verdict(name: str, item: Any) -> None:
+                self._obey(cached, item, url_of(item), name, front=self._robots_refetched(item))
+        for item in items:
+            try:
+                verdict(host.name, item)
+            except Exception as exc:
+                self._routing_failed(item, exc)
         self._wake_engine()
 
     def _robots_check(self, item: Any) -> tuple[str, CachedRobots] | None:

@@ -272,9 +272,11 @@ class Routing:
                                self.delays.ip(average))  # fmt: skip
 
     def _refresh_budget(self, host: Host) -> None:
-        """A PLD's in-degree grows as the crawl finds links to it: its delays shrink."""
-        budget = self.star.budget(host.name)
-        if budget != host.budget:
+        """A PLD's in-degree grows as the crawl finds links to it: its delays shrink.
+        A PLD gone from STAR's RAM cache keeps the budget it had (its in-degree is on
+        disk, not 0)."""
+        budget = self.star.known_budget(host.name)
+        if budget is not None and budget != host.budget:
             self.counts["delays_rescaled"] += 1
             self._apply_budget(host, budget)
 

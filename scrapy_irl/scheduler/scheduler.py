@@ -39,7 +39,7 @@ from twisted.internet import task
 
 from scrapy_irl import config
 from scrapy_irl.dirlock import DirectoryLock
-from scrapy_irl.exceptions import DrumError, FrontierCorruptionError, IrlError
+from scrapy_irl.exceptions import IrlError
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.hosts.download import other_http_handlers
 from scrapy_irl.hosts.middleware import resolver_from_crawler
@@ -56,6 +56,7 @@ from scrapy_irl.scheduler.delays import DelayPolicy
 from scrapy_irl.scheduler.idle import IdleMeter
 from scrapy_irl.scheduler.intake import Intake
 from scrapy_irl.scheduler.items import (
+    FRONTIER_FAILURES,
     STAT,
     Handout,
     Held,
@@ -103,7 +104,6 @@ STORAGE_ERROR_REASON = "irl_storage_error"
 #: see everything, e.g. a frame read only later): the spider closes instead of failing on
 #: every next_request.
 CORRUPTION_REASON = "irl_frontier_corrupt"
-_FRONTIER_FAILURES = (OSError, DrumError, FrontierCorruptionError)
 _FULL_DISK_MESSAGE = (
     "IRL scheduler: the frontier in %(path)s cannot be written (%(where)s: %(exc)s). "
     "Closing the spider (reason %(reason)s); the next start with this JOBDIR resumes from "
@@ -230,6 +230,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 max_in_flight_per_ip=config.getint(settings, "IRL_IP_MAX_IN_FLIGHT"),
                 ready_order=config.get(settings, "IRL_IP_SHARE"),
                 streak_memory=self.backoff.maximum,
+                ip_delay_for=self.delays.ip,
             )
         except ValueError as exc:
             raise ValueError(f"IRL_IP_MAX_IN_FLIGHT / IRL_IP_SHARE: {exc}") from None
@@ -598,7 +599,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             return False
         try:
             return self._enqueue(request)
-        except _FRONTIER_FAILURES as exc:
+        except FRONTIER_FAILURES as exc:
             self._on_storage_error(exc, "enqueueing a request")
             return False
 
@@ -607,7 +608,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
     def next_request(self) -> Request | None:
         try:
             return self._next_request()
-        except _FRONTIER_FAILURES as exc:
+        except FRONTIER_FAILURES as exc:
             self._on_storage_error(exc, "reading the next request")
             return None
 
@@ -799,7 +800,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 self._merge_for_idle()
                 self._wake_engine()
             self._publish_stats()
-        except _FRONTIER_FAILURES as exc:
+        except FRONTIER_FAILURES as exc:
             self._on_storage_error(exc, "the periodic write-out")
         except Exception:
             logger.exception(

@@ -10,7 +10,8 @@ Two DRUM stores, so RAM does not grow with the number of PLDs:
   the value *before* it: (d_x, P_x), hence B_x = F(d_x), on its way to BEAST.
 
 A bounded LRU of recent in-degrees answers ``budget(host)`` synchronously (for tau_h);
-PLDs not in it get B_0 until they are seen again. A bounded table tracks the PLDs with
+PLDs not in it get B_0 until they are seen again, and ``known_budget`` tells a miss
+apart, so a host or a Q_F re-read keeps the budget it had rather than drop to B_0. A bounded table tracks the PLDs with
 the largest in-degree for the close-time report.
 """
 
@@ -180,6 +181,12 @@ class Star:
 
     def budget(self, host: str) -> int:
         return self.policy(self.indegree(host))
+
+    def known_budget(self, host: str) -> int | None:
+        """B_x of ``host``'s PLD if its in-degree is in the RAM cache, else None (not 0:
+        a PLD evicted from the cache still has its in-degree on disk)."""
+        degree = self._degree.get(pld_of(host))
+        return None if degree is None else self.policy(degree)
 
     def top(self, n: int) -> list[tuple[str, int, int, int]]:
         """(PLD, d_x, B_x, P_x) of the ``n`` PLDs with the largest in-degree seen."""

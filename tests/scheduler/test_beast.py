@@ -776,3 +776,22 @@ def test_an_endless_retry_wait_is_bounded(tmp_path):
     beast.park_for_retry(b"never", float("inf"), now=5.0)
     assert beast.retry_due <= 5.0 + 86_400.0 * (1 + 1 / 8) and beast.retrying == 1  # a day
     assert beast.release_retries(beast.retry_due) == 1 and drain(beast) == ["never"]
+
+
+def test_a_qf_reread_never_lowers_a_budget(tmp_path):
+    # STAR answers re-reads from its RAM cache of in-degrees: a PLD evicted from it read
+    # as in-degree 0, and its URLs were re-placed with B_0 instead of the budget they had.
+    placed = {}
+    for fresh in (50, 10, None):
+        beast = Beast(tmp_path / str(fresh), initial_queues=2, max_queues=8, fsync=False,
+                      rebudget=lambda record, fresh=fresh: fresh)  # fmt: skip
+        beast.push(b"a", 1, 0)
+        beast.push(b"big", 50, 100)  # k = 2: Q_F
+        assert beast.pop()[0] == b"a"
+        beast.push(b"b", 1, 0)
+        assert beast.pop()[0] == b"b"  # Q_F re-read: j 2 -> 4
+        assert beast.rescans == 1
+        placed[fresh] = {k: v for k, v in beast.stats().items() if k.startswith("q")}
+        beast.close()
+    assert placed[50]["q4"] == 1 and placed[50]["qf"] == 0  # k = 2 at budget 50
+    assert placed[10] == placed[None] == placed[50], placed  # at 10, k = 10: Q_F again

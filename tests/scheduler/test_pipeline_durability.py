@@ -130,7 +130,7 @@ def test_a_q_f_rebudget_asks_star_for_the_host_as_the_heaps_key_it(tmp_path: Pat
     from Q_F was asked under the URL's own spelling, a PLD with in-degree 0 (review)."""
     star, beast = build_star_and_beast(tmp_path, settings(), fsync=False)
     asked = []
-    star.budget = lambda host: asked.append(host) or 10  # type: ignore[method-assign]
+    star.known_budget = lambda host: asked.append(host) or 10  # type: ignore[method-assign]
     try:
         assert beast.rebudget(pack_record("http://[0:0:0:0:0:0:0:1]:8080/x", b"r")) == 10
         assert beast.rebudget(pack_record("http://Example.COM./y", b"r")) == 10

@@ -563,3 +563,39 @@ def test_random_expiries_and_moves_never_violate_nor_lose(seed, hosts, cap, orde
         assert all(b - a >= host_delay[name] - 1e-9 for a, b in itertools.pairwise(times))
     for times in ip_starts.values():
         assert all(b - a >= ip_delay - 1e-9 for a, b in itertools.pairwise(times))
+
+
+def test_a_ready_host_whose_delay_grew_waits_for_the_new_delay():
+    # A host waiting in its IP's ready heap (the IP busy) kept its old turn when a longer
+    # delay (a Crawl-delay of another of its origins) was set: served 3.5 s after its
+    # last start at a tau_h of 30 s (review, 2026-11-27).
+    p = Politeness(max_in_flight_per_ip=1)
+    a = p.add_host("a.example", "10.0.0.1", host_delay=2.0, ip_delay=0.0)
+    b = p.add_host("b.example", "10.0.0.1", host_delay=2.0, ip_delay=0.0)
+    p.push("a.example", "a1")
+    p.push("a.example", "a2")
+    assert p.pop(0.0)[1] == "a1"
+    p.finished(a, 0.5)
+    p.push("b.example", "b1")
+    assert p.pop(1.0)[1] == "b1"  # the IP is busy now
+    assert p.pop(2.5) is None and a.ready  # a is due and waits for the IP
+    p.set_delays(a, 30.0, 0.0)  # a learns Crawl-delay: 30
+    p.finished(b, 3.0)
+    assert p.pop(3.0) is None
+    assert not a.ready and p.next_due() == 30.0
+    assert p.pop(29.9) is None
+    assert p.pop(30.0)[1] == "a2"
+
+
+def test_an_ip_gets_the_delay_of_the_hosts_left_on_it():
+    # tau_s follows the average budget of the IP's hosts; a high-budget host leaving
+    # left its short tau_s to the low-budget hosts that stayed.
+    p = Politeness(ip_delay_for=lambda average: 10.0 / average)
+    big = p.add_host("big.example", "10.0.0.1", host_delay=1.0, ip_delay=1.0)
+    small = p.add_host("small.example", "10.0.0.1", host_delay=1.0, ip_delay=1.0)
+    p.set_budget(small, 10.0)
+    p.set_delays(big, 1.0, 10.0 / p.set_budget(big, 90.0))
+    assert p.ips["10.0.0.1"].delay == 0.2
+    p.push("small.example", "s1")
+    assert p.forget_idle(5.0) == 1  # big: nothing queued
+    assert p.ips["10.0.0.1"].delay == 1.0

@@ -113,3 +113,36 @@ def test_a_user_function_failing_mid_crawl_gives_b0_and_is_counted(caplog):
 def test_a_user_function_failing_at_start_up_is_refused():
     with pytest.raises(ValueError, match="calling it with in-degree 1000 failed"):
         BudgetPolicy(kind="mypkg.small", function=lambda d: 1 / (d < 1000))
+
+
+def test_known_budget_tells_an_evicted_pld_from_one_without_links(tmp_path):
+    # budget() reads the RAM cache of in-degrees: an evicted PLD reads as in-degree 0.
+    # Q_F re-reads and hosts' tau_h used it, and dropped such PLDs to B_0.
+    star = Star(tmp_path, BudgetPolicy(kind="linear", base=10, per_degree=5),
+                lambda r, b, p: None, drum_options={"fsync": False}, cache_entries=1)  # fmt: skip
+    for n in range(3):
+        star.record_link(f"src{n}.com", "target.org")
+    star.flush()
+    assert star.known_budget("www.target.org") == 25
+    star.record_link("src0.com", "other.org")  # its in-degree takes the cache's one entry
+    star.flush()
+    assert star.indegree("target.org") == 0  # evicted: not known, though 3 on disk
+    assert star.known_budget("www.target.org") is None
+    assert star.known_budget("other.org") == 15
+    star.close()
+
+
+def test_a_host_keeps_its_budget_when_its_pld_leaves_the_cache(tmp_path):
+    from tests.scheduler.test_scheduler_lifecycle import opened
+
+    sched = opened(JOBDIR=str(tmp_path / "job"), IRL_IDLE_SAMPLE_INTERVAL=0,
+                   IRL_HOST_DELAY=10, IRL_HOST_DELAY_MIN=2)  # fmt: skip
+    try:
+        host = sched._add_host("www.target.org", "10.0.0.1", None)
+        sched._apply_budget(host, 50)  # B_x 50: tau_h 2 s
+        assert host.delay < 3
+        sched.star._degree.clear()  # the PLD's in-degree was evicted from RAM
+        sched._refresh_budget(host)  # (at each finished request)
+        assert host.budget == 50 and host.delay < 3  # not B_0's 10 s
+    finally:
+        sched.close("finished")
