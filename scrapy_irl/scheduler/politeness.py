@@ -97,7 +97,10 @@ class Host:
     backoff_streak: int = 0
 
     def due_at(self) -> float:
-        return max(self.last_start + self.delay, self.not_before)
+        # hop_start: a robots.txt redirect hop is a request to the host too. Most paths
+        # fold it into last_start; a hop booked without the host's slot (it gave up
+        # waiting, IRL_HANDOUT_TIMEOUT) does not, and its pages followed it at once.
+        return max(max(self.last_start, self.hop_start) + self.delay, self.not_before)
 
 
 @dataclass(eq=False)

@@ -599,3 +599,20 @@ def test_an_ip_gets_the_delay_of_the_hosts_left_on_it():
     p.push("small.example", "s1")
     assert p.forget_idle(5.0) == 1  # big: nothing queued
     assert p.ips["10.0.0.1"].delay == 1.0
+
+
+def test_pages_wait_tau_h_after_a_hop_booked_without_the_hosts_slot():
+    # A robots.txt redirect hop that gave up waiting for its host's slot is booked
+    # without it; its start was not taken into the host's turn, so a page followed it at
+    # once (review, 2026-11-27).
+    p = Politeness()
+    a = p.add_host("a.example", "10.0.0.1", host_delay=2.0, ip_delay=0.0)
+    p.push("a.example", "a1")
+    assert p.pop(0.0)[1] == "a1"
+    p.finished(a, 0.1)  # a2 would be due at 2.0
+    p.push("a.example", "a2")
+    assert p.claim_hop(a, 3.0, host_slot=False, ip_slot=False) == 3.0
+    p.release_hop(a, 3.5, host_slot=False, ip_slot=False)
+    assert p.pop(3.6) is None
+    assert p.pop(5.4) is None
+    assert p.pop(5.5)[1] == "a2"  # tau_h after the hop's end
