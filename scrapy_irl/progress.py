@@ -73,9 +73,10 @@ class IrlProgress:
         interval = config.getfloat(settings, "IRL_PROGRESS_INTERVAL", minimum=0)
         if interval == 0:
             raise NotConfigured("IRL_PROGRESS_INTERVAL = 0: no progress lines")
-        if settings.getfloat("LOGSTATS_INTERVAL", 60.0) == 0 and settings.getpriority(
+        # Priority 0: the add-on's copy of the default (scrapy_irl.addon), not a choice.
+        if settings.getfloat("LOGSTATS_INTERVAL", 60.0) == 0 and not settings.getpriority(
             "IRL_PROGRESS_INTERVAL"
-        ) is None:
+        ):
             # Scrapy's own periodic line is off: what ``scrapy shell`` sets, so that its
             # console is not written over (our bar was redrawn under the prompt every
             # second, our line logged every 10 s). An IRL_PROGRESS_INTERVAL of the

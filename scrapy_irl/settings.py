@@ -135,7 +135,8 @@ IRL_BUDGET_BASE = 10
 IRL_BUDGET_PER_DEGREE = 10
 # Largest budget any PLD gets.
 IRL_BUDGET_MAX = 10_000
-# PLD in-degrees kept in RAM (LRU) for tau_h scaling; others count as B_0 until seen again.
+# PLD in-degrees kept in RAM (LRU) for tau_h scaling; a new host of a PLD not in it gets B_0
+# until the PLD is seen again (hosts in the heaps and Q_F re-reads keep their budget).
 IRL_STAR_CACHE_ENTRIES = 100_000
 # j at the start: BEAST queues Q_1..Q_j (doubles at each re-read of Q_F).
 IRL_BEAST_QUEUES = 2

@@ -127,3 +127,14 @@ def test_scrapy_fetch_runs_while_a_crawl_holds_the_projects_host_store(tmp_path:
     assert "uses a temporary host store" in proc.stderr
     stand_in = proc.stderr.split("uses a temporary host store, ", 1)[1].split(",", 1)[0]
     assert stand_in.startswith(tempfile.gettempdir()) and not os.path.exists(stand_in)
+
+
+def test_scrapy_shell_fetches_a_url_with_a_session_id_as_given(tmp_path: Path) -> None:
+    """Session ids were stripped from the shell's request too: the stripped copy was not
+    the object the shell waits on, and it waited for ever."""
+    root = project(tmp_path)
+    with loopback_site(8) as site:
+        url = f"{site.base_url}/page/1?PHPSESSID=0123456789abcdef0123456789abcdef"
+        proc = scrapy(root, "shell", "-c", "(response.status, response.url)", url, timeout=45)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f", {url!r})" in proc.stdout  # (the site ignores the query: any status)

@@ -72,6 +72,18 @@ def test_off_when_scrapys_periodic_stats_are_off():
     assert IrlProgress.from_crawler(crawler())
 
 
+def test_off_under_scrapy_shell_with_the_add_on_too():
+    # The add-on writes every IRL_* default at Scrapy's "default" priority: that copy
+    # read as the project's own choice, and the line and bar ran under the shell.
+    from scrapy_irl.addon import _write_defaults
+
+    shell = crawler()
+    shell.settings.set("LOGSTATS_INTERVAL", 0, priority="command")
+    _write_defaults(shell.settings)
+    with pytest.raises(NotConfigured):
+        IrlProgress.from_crawler(shell)
+
+
 def test_no_bar_when_scrapy_logs_nothing(monkeypatch):
     """``scrapy check`` sets LOG_ENABLED = False and prints its results to stderr: in a
     terminal the bar was drawn between its dots."""

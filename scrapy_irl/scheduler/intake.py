@@ -59,7 +59,11 @@ class Intake:
                 return True
             self._check_in_ram(request, None, self._key(self._fingerprint(request)))
             return True
-        stripped = self.strip_session(request.url)
+        # A URL asked for by name (dont_filter: start URLs, retries, ``scrapy fetch``; or
+        # nothing filtered: ``scrapy shell``) is fetched as given: stripping serves
+        # deduplication, and replacing the request lost the object the shell waits on.
+        exempt = request.dont_filter or not self.filtering
+        stripped = None if exempt else self.strip_session(request.url)
         if stripped is not None and self._redirected_to_add_session(request, stripped):
             # A server that puts the session id in the URL (a servlet without its
             # cookie) redirects each page to itself with one: stripped, the target is
@@ -97,8 +101,9 @@ class Intake:
             self._enqueue_in_ram(request, host, self._key(fingerprint))
             return True
         self._live[record] = request
-        if request.dont_filter or not self.filtering:
-            # Not filtered, but remembered: a later ordinary link to it is a duplicate.
+        if exempt:
+            # Not filtered, but remembered: a later ordinary link to it is a duplicate
+            # (Scrapy's scheduler fetches it again; see "Deliberate differences").
             # Outside the budgets, yet on disk like the rest (start URLs can be millions,
             # and a retry must survive a kill -9): BEAST's front queue, read first.
             self.urlseen.update(self._key(fingerprint))

@@ -111,6 +111,7 @@ class Ip:
     delay: float  # tau_s
     ready: list[tuple[float, int, Host, float]] = field(default_factory=list)  # a heap
     last_start: float = float("-inf")
+    previous_start: float = float("-inf")  # last_start before the latest hand-out
     in_flight: int = 0
     gen: int = 0
     in_heap: bool = False
@@ -335,6 +336,7 @@ class Politeness:
             host.last_start = now
             host.gen += 1
             address.in_flight += 1
+            address.previous_start = address.last_start
             address.last_start = now
             if address.ready and address.in_flight < self.max_in_flight_per_ip:
                 self._schedule_ip(address)
@@ -502,21 +504,32 @@ class Politeness:
             if address.in_heap:
                 self._schedule_ip(address)
 
-    def finished(self, host: Host, now: float, *, count_for_host: bool = True) -> None:
+    def finished(self, host: Host, now: float, *, count_for_host: bool = True,
+                 unsent: bool = False) -> None:  # fmt: skip
         """The request handed out for ``host`` is over (response, failure or drop).
 
         ``count_for_host=False`` (a robots.txt fetch, or an item dropped before it was
         sent) restores the host's previous start, or its latest hop if later: a robots.txt
         request that went out is timed through :meth:`restarted` with ``hop=True``
         (``IRL_ROBOTS_HOST_DELAY``), and one served from the cache, or not at all, does
-        not hold the host's pages back.
+        not hold the host's pages back. ``unsent``: the request never reached the
+        downloader; the IP's start is given back too.
         """
         if not host.in_flight:
             return
+        address = self.ips[host.ip]
+        if unsent:
+            # Nothing reached the server (a downloader middleware answered it from its
+            # cache, or refused it): neither the host's nor the IP's turn is used up.
+            # The IP's only if no request to it was booked after this one.
+            if address.last_start == host.last_start:
+                address.last_start = address.previous_start
+                if address.in_heap:
+                    self._schedule_ip(address)
+            count_for_host = False
         if not count_for_host:
             host.last_start = max(host.previous_start, host.hop_start)
         host.in_flight = False
-        address = self.ips[host.ip]
         address.in_flight -= 1
         if host.queue:
             self._schedule_host(host)
@@ -540,6 +553,7 @@ class Politeness:
             gen == address.gen
             and address.ready
             and address.in_flight < self.max_in_flight_per_ip
+            and address.ready[0][2].due_at() <= now  # (see _not_due_after_all)
             for due, _, gen, address in self._ip_heap
             if due <= now
         )

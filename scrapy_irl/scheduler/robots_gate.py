@@ -119,11 +119,11 @@ class RobotsGate:
             return True
         if origin in host.slow_origins:
             host.slow_origins = tuple(o for o in host.slow_origins if o != origin)
+        if delay and delay > self.delays.crawl_delay_max:
+            self.counts["crawl_delay_capped"] += 1  # (IRL_CRAWL_DELAY_OVER_MAX "cap")
         if delay and delay > (host.crawl_delay or 0.0):
-            if delay > self.delays.crawl_delay_max:
-                self.counts["crawl_delay_capped"] += 1
             host.crawl_delay = delay
-            self._apply_budget(host, self.star.budget(name))
+            self._apply_budget(host, self._budget_of(host))
         return False
 
     def _crawl_delay_too_long(self, delay: float | None) -> bool:
@@ -158,12 +158,17 @@ class RobotsGate:
         self._refuse(item, request, CRAWL_DELAY_TOO_LONG)
 
     def _cached_crawl_delay(self, url: str) -> float | None:
-        """Crawl-delay of the URL's origin if its robots.txt is cached (a host met again)."""
+        """Crawl-delay of the URL's origin if its robots.txt is cached (a host met again).
+        None for an origin whose URLs are refused for asking too much (its delay must not
+        slow the host's other origins)."""
         if self.robots is None:
             return None
         origin = origin_of(url_parts(url))
         cached = self.robots.cache.get(origin) if origin else None
-        return cached.crawl_delay(self._default_ua()) if cached is not None else None
+        if cached is None:
+            return None
+        delay = cached.crawl_delay(self._default_ua())
+        return None if self._crawl_delay_too_long(delay) else delay
 
     def _obey(self, cached: Any, item: Any, url: str, host: str, *, front: bool = False) -> None:
         """Queue ``item`` if the rules allow it; ``front``: it was due already (handed out

@@ -280,6 +280,12 @@ class Routing:
             self.counts["delays_rescaled"] += 1
             self._apply_budget(host, budget)
 
+    def _budget_of(self, host: Host) -> float:
+        """B_x of a host in the heaps: STAR's if its PLD is in the RAM cache, else the
+        budget the host has (a miss reads as in-degree 0, not what is on disk)."""
+        budget = self.star.known_budget(host.name)
+        return host.budget if budget is None else budget
+
     def _push_or_park(self, host: str, item: Any) -> None:
         if not self._park_if_backlogged(item, host, 0):
             self.polite.push(host, item)

@@ -597,6 +597,15 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         if self._storage_error:
             self.counts["refused_after_storage_error"] += 1  # the spider is closing
             return False
+        if self._closed:
+            # The engine can offer one more start request after closing the scheduler
+            # (the start pacing middleware let the reactor turn meanwhile): the stores are
+            # closed. Refused and counted (stats were published at close), not reported
+            # as a damaged frontier; a resumed crawl's start() offers it again.
+            self.stats.inc_value(f"{STAT}/refused_after_close")
+            logger.debug("Not kept, the scheduler is closed: %(request)s",
+                         {"request": request}, extra={"spider": self.spider})  # fmt: skip
+            return False
         try:
             return self._enqueue(request)
         except FRONTIER_FAILURES as exc:

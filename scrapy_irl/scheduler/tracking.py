@@ -127,18 +127,22 @@ class HandoutTracking:
                 self.polite.restarted(robots_host, self.clock(), host_too=False,
                                       hop=self.robots_host_delay)  # fmt: skip
 
-    def _finish(self, entry: Handout) -> None:
-        """The request is over: its host (and IP) may be served again once due."""
+    def _finish(self, entry: Handout, *, unsent: bool = False) -> None:
+        """The request is over: its host (and IP) may be served again once due. One that
+        never reached the downloader (a downloader middleware answered it from a cache or
+        refused it) touched no server: the start booked for it is given back, so a
+        replay from HTTPCACHE is not paced at tau_h (one page per 10 s by default)."""
         self._refresh_budget(entry.host)
-        self._host_finished(entry.host, self.clock())
+        self._host_finished(entry.host, self.clock(), unsent=unsent)
         self._release(entry.item)
         self._wake_engine()
 
-    def _host_finished(self, host: Host, now: float, *, count_for_host: bool = True) -> None:
+    def _host_finished(self, host: Host, now: float, *, count_for_host: bool = True,
+                       unsent: bool = False) -> None:  # fmt: skip
         """Free ``host`` in the heaps and log when its next request may come."""
         if not host.in_flight:
             return
-        self.polite.finished(host, now, count_for_host=count_for_host)
+        self.polite.finished(host, now, count_for_host=count_for_host, unsent=unsent)
         if self.memory is not None:
             self.memory.ended(host)
         self._grant_hops()  # a hop may be waiting for this host or its IP
@@ -151,7 +155,7 @@ class HandoutTracking:
         if entry is not None and not entry.reached:
             del self._handed[id(request)]
             self.counts["handouts_answered_by_middleware"] += 1
-            self._finish(entry)
+            self._finish(entry, unsent=True)
 
     def _correct_start(self, host: Host, request: Request) -> None:
         """Time the host's and IP's next request from this request's end.
@@ -186,7 +190,7 @@ class HandoutTracking:
             else:
                 continue
             del self._handed[key]
-            self._finish(entry)
+            self._finish(entry, unsent=True)
 
     def _engine_in_progress(self) -> Any:
         """The engine's set of requests being worked on (Scrapy's ``_Slot.inprogress``)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.crawl_runner import crawl_in_subprocess as crawl
 from tests.loopback_site import _Server, serving
+from tests.scheduler.test_robots_expiry import done, fake_time, hand_out  # noqa: F401
 
 #: Zero delays: what is measured is only whether a host is freed, not politeness.
 FAST = {
@@ -55,3 +56,25 @@ def test_a_crawl_served_from_the_http_cache_is_not_held_back(tmp_path: Path) -> 
     assert second["httpcache/hit"] == first["httpcache/miss"] >= 29  # /page/1.. and robots
     assert second["irl_sched/handouts_answered_by_middleware"] == second["scheduler/dequeued"]
     assert second.get("irl_sched/handouts_expired", 0) == 0
+
+
+def test_a_page_answered_by_a_middleware_gives_its_host_and_ip_their_turn_back(fake_time):
+    # Nothing reached the server, yet its start counted: a replay from HTTPCACHE went at
+    # one page per tau_h (10 s by default) with no request sent.
+    from scrapy import Request
+    from scrapy.http import Response
+
+    sched, robots, web, clock = fake_time  # tau_h 10 s, tau_s 1 s
+    for n in range(4):
+        sched.enqueue_request(Request(f"http://a.test/p{n}", dont_filter=True))
+    assert hand_out(sched, clock, 1000.0) is None  # robots.txt first
+    for n in range(3):
+        request = hand_out(sched, clock, 1001.0)
+        assert request is not None and request.url == f"http://a.test/p{n}"
+        if n < 2:
+            sched._answered(Response(request.url), request)  # served from a cache
+    sched._reached(request)  # this one went to the server
+    sched._downloaded(Response(request.url), request)
+    done(sched, request)
+    assert hand_out(sched, clock, 1010.9) is None  # tau_h counts from the page sent
+    assert sched.polite.hosts["a.test"].due_at() == 1011.0

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from unittest import mock
 from urllib.parse import urlsplit
 
 import pytest
@@ -24,10 +23,9 @@ from scrapy import Request
 from scrapy.http import TextResponse
 from twisted.internet.defer import Deferred
 
-from scrapy_irl.robots.middleware import RobotsCacheMiddleware
 from scrapy_irl.scheduler import IrlScheduler
-from scrapy_irl.scheduler.waker import EngineWaker
 from tests.robots.fakes import FakeClock
+from tests.scheduler.fake_clock import open_on_fake_clock
 from tests.scheduler.test_scheduler_lifecycle import scheduler as new_scheduler
 
 RULES = b"User-agent: *\nAllow: /\n"
@@ -86,14 +84,7 @@ def cycle(tmp_path: Path, request: Any) -> Any:
         IRL_ROBOTS_HOST_DELAY=getattr(request, "param", False),
     )  # fmt: skip
     wire = Wire(sched)
-    sched.crawler.engine = mock.MagicMock()
-    sched.crawler.engine.download_async = mock.AsyncMock(side_effect=wire.download)
-    sched.crawler.signals.send_catch_log_async = mock.AsyncMock(return_value=[])
-    robots = RobotsCacheMiddleware(sched.crawler, clock=clock)
-    sched.open(sched.crawler.spider)
-    sched.clock = clock
-    sched._tick.stop()
-    sched.waker = EngineWaker(sched._wake_engine, lambda *args: mock.MagicMock(), clock)
+    robots = open_on_fake_clock(sched, clock, wire.download)
     timers: list[tuple[float, Any]] = []
     sched._call_later = lambda delay, fire, *args: timers.append(
         (clock.now + delay, lambda: fire(*args)))  # fmt: skip

@@ -616,3 +616,23 @@ def test_pages_wait_tau_h_after_a_hop_booked_without_the_hosts_slot():
     assert p.pop(3.6) is None
     assert p.pop(5.4) is None
     assert p.pop(5.5)[1] == "a2"  # tau_h after the hop's end
+
+
+def test_due_now_agrees_with_pop_when_a_ready_hosts_delay_grew():
+    # due_now said work was due, pop() then sent the host back (its delay grew while it
+    # was ready): the idle statistics counted a stall that was not one.
+    p = Politeness(max_in_flight_per_ip=1)
+    a = p.add_host("a", "ip", 1.0, 0.5)
+    b = p.add_host("b", "ip", 1.0, 0.5)
+    p.push("b", "b1")
+    p.push("b", "b2")
+    host, _ = p.pop(0.0)
+    p.finished(host, 0.0)
+    p.push("a", "a1")
+    p.push("a", "a2")
+    host, _ = p.pop(0.5)
+    p.finished(host, 0.5)
+    p._promote_due_hosts(1.2)
+    assert b.ready
+    p.set_delays(b, 30.0, 0.5)
+    assert p.due_now(1.2) == (p.pop(1.2) is not None)

@@ -20,7 +20,6 @@ import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from unittest import mock
 from urllib.parse import urlsplit
 
 import pytest
@@ -28,11 +27,11 @@ from scrapy import Request
 from twisted.internet.defer import Deferred
 
 from scrapy_irl.hosts.records import DnsRecord
-from scrapy_irl.robots.middleware import CHECKED_META, RobotsCacheMiddleware
+from scrapy_irl.robots.middleware import CHECKED_META
 from scrapy_irl.scheduler import IrlScheduler
-from scrapy_irl.scheduler.waker import EngineWaker
 from tests.loopback_site import LoopbackServer, send_body, serving
 from tests.robots.fakes import FakeClock, FakeWeb, outcome
+from tests.scheduler.fake_clock import open_on_fake_clock
 from tests.scheduler.simweb_process import close_pairs, crawl, judged, simweb_server
 from tests.scheduler.test_irl_crawl import POLITE
 from tests.scheduler.test_scheduler_lifecycle import scheduler as new_scheduler
@@ -53,14 +52,7 @@ def fake_time(tmp_path: Path) -> Any:
         IRL_HOST_DELAY=10, IRL_HOST_DELAY_MIN=10, IRL_IP_DELAY=1, IRL_IP_DELAY_MIN=1,
         IRL_POLITENESS_MARGIN=0, IRL_IDLE_SAMPLE_INTERVAL=0,
     )  # fmt: skip
-    sched.crawler.engine = mock.MagicMock()
-    sched.crawler.engine.download_async = mock.AsyncMock(side_effect=web.download)
-    sched.crawler.signals.send_catch_log_async = mock.AsyncMock(return_value=[])
-    robots = RobotsCacheMiddleware(sched.crawler, clock=clock)
-    sched.open(sched.crawler.spider)
-    sched.clock = clock
-    sched._tick.stop()
-    sched.waker = EngineWaker(sched._wake_engine, lambda *args: mock.MagicMock(), clock)
+    robots = open_on_fake_clock(sched, clock, web.download)
     sched._add_host("a.test", "10.0.0.1", None)
     yield sched, robots, web, clock
     sched.close("finished")

@@ -441,3 +441,17 @@ def test_duplicates_are_logged_as_scrapys_scheduler_logs_them(
     else:
         assert lines == ["Filtered duplicate request: <GET http://a.example/1> - no more "
                          "duplicates will be shown (see DUPEFILTER_DEBUG to show all duplicates)"]
+
+
+def test_a_request_offered_after_close_is_refused_quietly(tmp_path: Path, caplog) -> None:
+    # The engine can offer one more start request after closing the scheduler: the
+    # closed DRUM store raised, and it was reported as a damaged frontier (an ERROR,
+    # the spider closed with irl_frontier_corrupt).
+    import logging
+
+    sched = opened(JOBDIR=str(tmp_path / "job"), IRL_IDLE_SAMPLE_INTERVAL=0)
+    sched.close("finished")
+    with caplog.at_level(logging.WARNING):
+        assert sched.enqueue_request(Request("http://late.example/")) is False
+    assert sched.stats.get_value("irl_sched/refused_after_close") == 1
+    assert not caplog.records
