@@ -95,6 +95,8 @@ class Intake:
         elif not self.filtering:
             self.counts["not_filtered"] += 1
         fingerprint = self._fingerprint(request)
+        if exempt:
+            self._remember_without_session(request)
         try:
             record = pack_record(request.url, self.codec.encode(request))
         except ValueError:
@@ -103,7 +105,8 @@ class Intake:
         self._live[record] = request
         if exempt:
             # Not filtered, but remembered: a later ordinary link to it is a duplicate
-            # (Scrapy's scheduler fetches it again; see "Deliberate differences").
+            # (Scrapy's scheduler fetches it again; docs/scheduler.rst, "Start URLs are
+            # remembered").
             # Outside the budgets, yet on disk like the rest (start URLs can be millions,
             # and a retry must survive a kill -9): BEAST's front queue, read first.
             self.urlseen.update(self._key(fingerprint))
@@ -112,6 +115,13 @@ class Intake:
             return True
         self.urlseen.check_update(self._key(fingerprint), None, record)
         return True
+
+    def _remember_without_session(self, request: Request) -> None:
+        """A URL fetched as given with a session id: its links elsewhere are stripped, so
+        its stripped form is recorded too (a later link to it is a duplicate)."""
+        stripped = self.strip_session(request.url)
+        if stripped is not None:
+            self.urlseen.update(self._key(self._fingerprint(request.replace(url=stripped))))
 
     def _redirected_to_add_session(self, request: Request, stripped: str) -> bool:
         """``request`` is a redirect whose target, stripped of session ids, is the URL it

@@ -553,7 +553,7 @@ class Politeness:
             gen == address.gen
             and address.ready
             and address.in_flight < self.max_in_flight_per_ip
-            and address.ready[0][2].due_at() <= now  # (see _not_due_after_all)
+            and any(entry[2].due_at() <= now for entry in address.ready)  # (_not_due_after_all)
             for due, _, gen, address in self._ip_heap
             if due <= now
         )

@@ -273,6 +273,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self._robots_ends_held: dict[str, Host] = {}
         # id(request) -> its hand-out, until the request is over
         self._handed: dict[int, Handout] = {}
+        # Hand-outs freed by IRL_HANDOUT_TIMEOUT while still on their way (id -> (entry,
+        # when)): one that reaches the downloader later moves its host's and IP's start.
+        self._expired: dict[int, tuple[Handout, float]] = {}
         # record -> the Request it was written from, while something else still holds
         # that object (the entry, and the record with it, goes when the request does):
         # see _request_of.

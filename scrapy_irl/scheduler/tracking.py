@@ -34,6 +34,13 @@ class HandoutTracking:
             entry.reached = True
             self.polite.restarted(entry.host, self.clock())
             return
+        late = self._expired.pop(id(request), None) if self._expired else None
+        if late is not None and late[0].request is request:
+            # freed by the timeout, it goes out now: the host's and IP's next requests
+            # wait their delays from now
+            self.counts["handouts_reached_after_timeout"] += 1
+            self.polite.restarted(late[0].host, self.clock())
+            return
         if not request.meta.get("dont_obey_robotstxt"):
             return
         hop = self._hop_claims.get(request.url)
@@ -150,12 +157,16 @@ class HandoutTracking:
     def _answered(self, response: Any, request: Request, spider: Spider | None = None) -> None:
         """A response that never went through the downloader (a downloader middleware
         answered: HttpCacheMiddleware's cached pages, a mock): no request_left_downloader
-        will come, so the host is freed now rather than after IRL_HANDOUT_TIMEOUT."""
+        will come, so the host is freed now rather than after IRL_HANDOUT_TIMEOUT.
+
+        Only a cached page (``"cached"`` in its flags, as HttpCacheMiddleware marks it)
+        gives its politeness turn back: a middleware may also fetch the page itself (a
+        browser, a render service) and answer with what the server sent."""
         entry = self._handed.get(id(request))
         if entry is not None and not entry.reached:
             del self._handed[id(request)]
             self.counts["handouts_answered_by_middleware"] += 1
-            self._finish(entry, unsent=True)
+            self._finish(entry, unsent="cached" in (getattr(response, "flags", None) or ()))
 
     def _correct_start(self, host: Host, request: Request) -> None:
         """Time the host's and IP's next request from this request's end.
@@ -180,17 +191,26 @@ class HandoutTracking:
         IRL_HANDOUT_TIMEOUT remains the bound when the engine's set cannot be read.
         """
         in_progress = self._engine_in_progress()
+        for key, (_, when) in list(self._expired.items()):
+            if now - when > 10 * self.handout_timeout:  # it will not come: forget it
+                del self._expired[key]
         for key, entry in list(self._handed.items()):
             if entry.reached:
                 continue
             if in_progress is not None and entry.request not in in_progress:
+                # refused or failed in a middleware: it reached no server
                 self.counts["handouts_ended_before_download"] += 1
+                unsent = True
             elif now - entry.when > self.handout_timeout:
+                # still on its way (a slow middleware) or lost: it may yet go out, so
+                # its booked start stands, and a late arrival moves it (_reached)
                 self.counts["handouts_expired"] += 1
+                self._expired[key] = (entry, now)
+                unsent = False
             else:
                 continue
             del self._handed[key]
-            self._finish(entry, unsent=True)
+            self._finish(entry, unsent=unsent)
 
     def _engine_in_progress(self) -> Any:
         """The engine's set of requests being worked on (Scrapy's ``_Slot.inprogress``)."""

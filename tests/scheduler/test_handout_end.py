@@ -72,9 +72,37 @@ def test_a_page_answered_by_a_middleware_gives_its_host_and_ip_their_turn_back(f
         request = hand_out(sched, clock, 1001.0)
         assert request is not None and request.url == f"http://a.test/p{n}"
         if n < 2:
-            sched._answered(Response(request.url), request)  # served from a cache
+            sched._answered(Response(request.url, flags=["cached"]), request)  # a cache hit
     sched._reached(request)  # this one went to the server
     sched._downloaded(Response(request.url), request)
     done(sched, request)
     assert hand_out(sched, clock, 1010.9) is None  # tau_h counts from the page sent
     assert sched.polite.hosts["a.test"].due_at() == 1011.0
+
+
+def test_other_middleware_answers_and_timed_out_hand_outs_keep_their_turn(fake_time):
+    # A middleware may fetch the page itself (a browser, a render service) and answer
+    # with it; a hand-out freed by IRL_HANDOUT_TIMEOUT may still be on its way. Given
+    # back like a cache hit, five pages of one host went in 2 s at tau_h 10 s (review).
+    from scrapy import Request
+    from scrapy.http import Response
+
+    sched, robots, web, clock = fake_time  # tau_h 10 s, tau_s 1 s
+    for n in range(3):
+        sched.enqueue_request(Request(f"http://a.test/p{n}", dont_filter=True))
+    assert hand_out(sched, clock, 1000.0) is None  # robots.txt first
+    first = hand_out(sched, clock, 1001.0)
+    sched._answered(Response(first.url), first)  # fetched by the middleware itself
+    assert hand_out(sched, clock, 1010.9) is None
+    assert hand_out(sched, clock, 1011.0) is None  # robots.txt renewed (its TTL is 3 s)
+    second = hand_out(sched, clock, 1012.0)
+    assert second is not None and second.url == "http://a.test/p1"
+    # the engine's in-progress set cannot be read here: the timeout frees the host ...
+    sched._expire_handouts(1012.0 + sched.handout_timeout + 1)
+    assert sched.counts["handouts_expired"] == 1
+    host = sched.polite.hosts["a.test"]
+    assert host.due_at() == 1022.0  # ... and its booked start stands
+    clock.now = 1100.0
+    sched._reached(second)  # it went out after all, late
+    assert sched.counts["handouts_reached_after_timeout"] == 1
+    assert host.due_at() == 1110.0

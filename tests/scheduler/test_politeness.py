@@ -636,3 +636,23 @@ def test_due_now_agrees_with_pop_when_a_ready_hosts_delay_grew():
     assert b.ready
     p.set_delays(b, 30.0, 0.5)
     assert p.due_now(1.2) == (p.pop(1.2) is not None)
+
+
+def test_due_now_sees_a_due_host_behind_one_whose_delay_grew():
+    # pop() sends the not-due top host back and serves the next ready one; due_now
+    # looked at the top only and said nothing was due.
+    p = Politeness(max_in_flight_per_ip=1, ready_order="fifo")
+    a = p.add_host("a", "ip", 1.0, 0.5)
+    b = p.add_host("b", "ip", 1.0, 0.5)
+    p.push("b", "b1")
+    p.push("b", "b2")
+    host, _ = p.pop(0.0)
+    p.finished(host, 0.0)  # b due at 1.0
+    p.push("a", "a1")
+    p.push("a", "a2")
+    host, _ = p.pop(0.5)
+    p.finished(host, 0.5)  # a due at 1.5
+    p._promote_due_hosts(1.6)  # b, then a, ready
+    p.set_delays(b, 30.0, 0.5)  # b's delay grows while it is ready
+    assert p.due_now(1.6)
+    assert p.pop(1.6) == (a, "a2")

@@ -452,3 +452,15 @@ def test_queued_pages_are_refused_once_a_renewed_robots_txt_asks_too_much(tmp_pa
     assert all(when < robots_fetches[1] for when, _, _ in pages)
     assert stats["irl_sched/crawl_delay_refused"] == 8 - len(pages)
     assert stats["listed/errback/IgnoreRequest"] == 8 - len(pages)
+
+
+def test_a_start_url_with_a_session_id_makes_its_stripped_links_duplicates(tmp_path: Path) -> None:
+    # Fetched as given, it was recorded only with its session id: a later link to the
+    # same page (stripped) was fetched again (review).
+    token = "0123456789abcdef0123456789abcdef"
+    with serving(_Site()) as site:
+        stats = crawl([{"url": f"{site.base_url}/x?PHPSESSID={token}", "dont_filter": True},
+                       {"url": f"{site.base_url}/x?PHPSESSID=fedcba9876543210fedcba", "pause": 0.5}],
+                      tmp_path)  # fmt: skip
+    assert [path for _, _, path in site.pages()] == [f"/x?PHPSESSID={token}"]
+    assert stats["dupefilter/filtered"] == 1
