@@ -143,6 +143,14 @@ def _setting(item: str, parser: argparse.ArgumentParser) -> tuple[str, object]:
         return name, text
 
 
+def judge_taus(extra: dict[str, object]) -> tuple[float, float]:
+    """tau_h and tau_s the judge checks: the irl run's IRL_HOST_DELAY_MIN and
+    IRL_IP_DELAY_MIN, including a ``--set`` of either (the defaults of IRL were judged
+    whatever --set said)."""
+    irl = {**IRL, **extra}
+    return float(irl["IRL_HOST_DELAY_MIN"]), float(irl["IRL_IP_DELAY_MIN"])  # type: ignore[arg-type]
+
+
 def main() -> int:
     from scrapy_irl.simweb.runner import bypass_proxies
 
@@ -168,7 +176,9 @@ def main() -> int:
         except ValueError as exc:
             p.error(str(exc))
     extra = dict(_setting(item, p) for item in args.set)
-    tau_h, tau_s = IRL["IRL_HOST_DELAY_MIN"], IRL["IRL_IP_DELAY_MIN"]
+    if "CONCURRENT_REQUESTS" in extra:  # it was overwritten by --concurrency, silently
+        p.error("set CONCURRENT_REQUESTS with --concurrency: the three runs share it")
+    tau_h, tau_s = judge_taus(extra)
     plan = {"stock": {**BROAD_CRAWL, "CONCURRENT_REQUESTS": args.concurrency}, "irl": {**IRL, **extra},
             "irl-relaxed": {**RELAXED, **extra}}  # fmt: skip
     if args.rounds < 1:

@@ -60,3 +60,10 @@ def test_relaxed_ratio_pairs_the_runs_of_each_round():
     }
     assert relaxed_ratios(results) == [2.0, 2.5]
     assert relaxed_ratios({"irl": [{"requests_per_s": 1.0}]}) == []
+
+
+def test_the_judge_checks_the_delays_a_set_gives_the_irl_run():
+    from benchmarks.crawl import IRL, judge_taus
+
+    assert judge_taus({}) == (IRL["IRL_HOST_DELAY_MIN"], IRL["IRL_IP_DELAY_MIN"])
+    assert judge_taus({"IRL_HOST_DELAY_MIN": 3, "IRL_IP_DELAY_MIN": 0.75}) == (3.0, 0.75)
