@@ -92,6 +92,10 @@ IRL_DNS_TIMEOUT = 10.0
 # DNS records kept in RAM (LRU) in front of the host store.
 IRL_DNS_MEMORY_ENTRIES = 10_000
 
+# --- HTTP connections (scrapy_irl.hosts.download.PoliteHTTP11DownloadHandler) -------------
+# Seconds an idle keep-alive connection stays pooled for reuse; then it is closed.
+IRL_KEEPALIVE_MAX_IDLE = 4.0
+
 # --- IRL scheduler (scrapy_irl.scheduler.IrlScheduler) -------------------------------------
 # Directory of the frontier (URLseen, STAR, BEAST); empty means JOBDIR/irl, or a temporary
 # directory removed at close when there is no JOBDIR.

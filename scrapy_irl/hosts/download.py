@@ -22,6 +22,8 @@ from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import DownloadFailedError
 from twisted.web.client import HTTPConnectionPool, RequestTransmissionFailed
 
+from scrapy_irl import config
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -45,6 +47,12 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
                             f"HTTPConnectionPool in _pool (got {type(pool).__name__})")  # fmt: skip
         pool.retryAutomatically = False
         pool._putConnection = _pooling_only_reusable(pool._putConnection)  # type: ignore[method-assign]
+        # Twisted keeps an idle connection 240 s. A server closes its own sooner (Apache
+        # and Node after 5 s, nginx 75 s), and a request written as it closes fails
+        # unanswered (a retry, and the host backed off as if down). At politeness
+        # delays most reuses come seconds later: closing first avoids the race.
+        pool.cachedConnectionTimeout = config.getfloat(
+            crawler.settings, "IRL_KEEPALIVE_MAX_IDLE", above=0)  # fmt: skip
 
     async def download_request(self, request: Request) -> Response:
         with retryable_transmission_failure():
