@@ -4,8 +4,8 @@ Scrapy parses Crawl-delay but never acts on it. This middleware runs after
 ``RobotsCacheMiddleware`` (so the origin's rules are cached) and raises the delay of the
 request's download slot to the host's delay. An origin asking for more than
 ``IRL_CRAWL_DELAY_MAX`` has its requests refused (``IRL_CRAWL_DELAY_OVER_MAX = "skip"``,
-the default) or gets the maximum (``"cap"``). It never lowers a slot's delay, and sets the slot's jitter to 0 so a random jitter cannot undercut
-the asked delay. The IRL scheduler applies Crawl-delay in its host heap instead.
+the default) or gets the maximum (``"cap"``). It never lowers a slot's delay, and sets
+the slot's jitter to 0 so a random jitter cannot undercut the asked delay. The IRL scheduler applies Crawl-delay in its host heap instead.
 """
 
 from __future__ import annotations

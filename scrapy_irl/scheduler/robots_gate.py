@@ -9,6 +9,7 @@ robots middleware; an unreachable robots.txt holds its URLs for the retries."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy.http import Request
@@ -138,9 +139,15 @@ class RobotsGate:
         def other_origin(item: Any) -> bool:
             return isinstance(item, RobotsMarker) or origin_of(url_parts(url_of(item))) != origin
 
-        for item in self.polite.filter(host.name, other_origin):
+        self._route_each(host.name, self.polite.filter(host.name, other_origin),
+                         self._refuse_for_crawl_delay)  # fmt: skip
+
+    def _route_each(self, host: str, items: list[Any], step: Callable[[str, Any], None]) -> None:
+        """``step(host, item)`` for each of ``items``, which have left every queue: an
+        error costs only its own item (:meth:`_routing_failed`)."""
+        for item in items:
             try:
-                self._refuse_for_crawl_delay(host.name, item)
+                step(host, item)
             except Exception as exc:
                 self._routing_failed(item, exc)
 
@@ -304,11 +311,7 @@ class RobotsGate:
         else:
             def verdict(name: str, item: Any) -> None:
                 self._obey(cached, item, url_of(item), name, front=self._robots_refetched(item))
-        for item in items:
-            try:
-                verdict(host.name, item)
-            except Exception as exc:
-                self._routing_failed(item, exc)
+        self._route_each(host.name, items, verdict)
         self._wake_engine()
 
     def _robots_check(self, item: Any) -> tuple[str, CachedRobots] | None:
