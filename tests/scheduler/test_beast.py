@@ -795,3 +795,78 @@ def test_a_qf_reread_never_lowers_a_budget(tmp_path):
         beast.close()
     assert placed[50]["q4"] == 1 and placed[50]["qf"] == 0  # k = 2 at budget 50
     assert placed[10] == placed[None] == placed[50], placed  # at 10, k = 10: Q_F again
+
+
+def _held_first_rest_finished(directory, count, buffer_bytes=4096):
+    """Push ``count`` records, take all, finish every one but the first (a slow download
+    holding the queue's cursor back)."""
+    beast = Beast(directory, initial_queues=2, max_queues=4, fsync=False,
+                  buffer_bytes=buffer_bytes)  # fmt: skip
+    for n in range(count):
+        beast.push(f"r{n:06d}".encode(), 1_000_000, 0)
+    beast.save()
+    taken = [beast.pop() for _ in range(count)]
+    for _record, token in taken[1:]:
+        beast.done(token)
+    return beast, taken
+
+
+def test_finished_marks_behind_a_held_record_keep_state_small(tmp_path):
+    """STATE wrote each finished entry past the cursor as an [offset, index] pair: with
+    one record held while 20 000 after it finished, 330 kB written and fsynced every
+    second (100 000 marks took 330 ms a save). One hex bitmap per frame now."""
+    beast, taken = _held_first_rest_finished(tmp_path, 20_000)
+    beast.save()
+    assert (tmp_path / "STATE").stat().st_size < 12_000
+    del beast  # kill -9: only the held record is owed
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert drain(again) == [taken[0][0].decode()]
+
+
+def test_finished_marks_are_forgotten_once_the_held_record_finishes(tmp_path):
+    beast, taken = _held_first_rest_finished(tmp_path, 3_000)
+    queue = beast.ring[beast.current]
+    assert len(queue.finished) == 2_999
+    beast.done(taken[0][1])
+    assert len(queue.finished) == 0
+    beast.save()
+    del beast
+    assert drain(Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)) == []
+
+
+def test_a_version_2_state_with_finished_pairs_resumes(tmp_path):
+    """Versions 1 and 2 saved finished entries as [offset, index] pairs."""
+    import zlib
+
+    beast, taken = _held_first_rest_finished(tmp_path, 50, buffer_bytes=64)
+    beast.save()
+    qid = str(beast.ring[beast.current].qid)
+    del beast
+    state = json.loads((tmp_path / "STATE").read_text())
+    offset, index, marks = state["body"]["cursors"][qid]
+    assert marks and all(isinstance(bits, str) for _frame, bits in marks)
+    pairs = [[frame, i] for frame, bits in marks
+             for i in range(int(bits, 16).bit_length()) if int(bits, 16) >> i & 1]  # fmt: skip
+    assert len(pairs) == 49
+    state["body"]["cursors"][qid] = [offset, index, pairs]
+    state["body"]["version"] = 2
+    state["crc32"] = zlib.crc32(json.dumps(state["body"], sort_keys=True).encode())
+    (tmp_path / "STATE").write_text(json.dumps(state))
+    again = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
+    assert drain(again) == [taken[0][0].decode()]
+
+
+@pytest.mark.parametrize("marks", [[[0, "-1"]], [[-5, "1"]], [[0, -1]], [[0, "zz"]], [[0]]])
+def test_damaged_finished_marks_are_refused_by_name(tmp_path, marks):
+    import zlib
+
+    beast, _taken = _held_first_rest_finished(tmp_path, 10)
+    beast.save()
+    qid = str(beast.ring[beast.current].qid)
+    del beast
+    state = json.loads((tmp_path / "STATE").read_text())
+    state["body"]["cursors"][qid][2] = marks
+    state["crc32"] = zlib.crc32(json.dumps(state["body"], sort_keys=True).encode())
+    (tmp_path / "STATE").write_text(json.dumps(state))
+    with pytest.raises(FrontierCorruptionError, match="inconsistent BEAST state"):
+        Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
