@@ -116,9 +116,12 @@ _DAMAGED_MESSAGE = (
 )
 
 
-def _stock_robots_enabled(settings: Any) -> bool:
-    """Whether the project turned Scrapy's own robots middleware back on next to ours
-    (the add-on replaces it; listing it again runs both)."""
+_STOCK_ROBOTS = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+_OUR_ROBOTS = "scrapy_irl.robots.middleware.RobotsCacheMiddleware"
+
+
+def _enabled_downloader_middlewares(settings: Any) -> set[str]:
+    """Dotted paths of the downloader middlewares the settings enable."""
     from scrapy.utils.conf import build_component_list
 
     # Keys normalized to classes as Scrapy's MiddlewareManager does: the add-on switches
@@ -130,10 +133,13 @@ def _stock_robots_enabled(settings: Any) -> bool:
     ):
         names.add(component if isinstance(component, str) else (
             f"{component.__module__}.{component.__qualname__}"))  # fmt: skip
-    return {
-        "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware",
-        "scrapy_irl.robots.middleware.RobotsCacheMiddleware",
-    } <= names
+    return names
+
+
+def _stock_robots_enabled(settings: Any) -> bool:
+    """Whether the project turned Scrapy's own robots middleware back on next to ours
+    (the add-on replaces it; listing it again runs both)."""
+    return {_STOCK_ROBOTS, _OUR_ROBOTS} <= _enabled_downloader_middlewares(settings)
 
 
 #: Scrapy settings only its own scheduler reads: request order (the IRL scheduler hands
@@ -481,6 +487,17 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             problems.append(
                 "Scrapy's RobotsTxtMiddleware enabled in DOWNLOADER_MIDDLEWARES (its "
                 "robots.txt fetches bypass the host and IP heaps; set it to None)"
+            )
+        elif (settings.getbool("ROBOTSTXT_OBEY")
+              and _OUR_ROBOTS not in _enabled_downloader_middlewares(settings)):  # fmt: skip
+            # The scheduler alone: robots.txt is left to whatever middleware obeys it
+            # (Scrapy's, by default), which fetches it outside the heaps and knows no
+            # Crawl-delay. The add-on, or RobotsCacheMiddleware in its place, fixes both.
+            problems.append(
+                "ROBOTSTXT_OBEY without scrapy_irl.robots.middleware.RobotsCacheMiddleware "
+                "(robots.txt fetches bypass the host and IP heaps and Crawl-delay is not "
+                "applied; enable the add-on, ADDONS = {'scrapy_irl.Addon': 0}, or that "
+                "middleware in place of Scrapy's RobotsTxtMiddleware)"
             )
         if problems:
             self.counts["fighting_settings"] = len(problems)

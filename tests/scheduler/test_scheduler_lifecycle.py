@@ -247,7 +247,34 @@ def test_settings_that_fight_the_heaps_are_named_in_one_warning(
     assert "DOWNLOAD_DELAY=2.0" in message and "RobotsTxtMiddleware" in message
     sched.close("finished")
     caplog.clear()
-    opened(JOBDIR=str(tmp_path / "other"), ROBOTSTXT_OBEY=True).close("finished")
+    opened(JOBDIR=str(tmp_path / "other"), ROBOTSTXT_OBEY=True,
+           ADDONS={"scrapy_irl.Addon": 0}).close("finished")  # fmt: skip
+    assert not [r for r in caplog.records if "enforces politeness" in r.getMessage()]
+
+
+@pytest.mark.parametrize("middlewares", [
+    {},  # Scrapy's RobotsTxtMiddleware, from DOWNLOADER_MIDDLEWARES_BASE
+    {"scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None},  # none at all
+])  # fmt: skip
+def test_the_scheduler_alone_warns_that_robots_txt_is_outside_the_heaps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, middlewares: dict
+):
+    """SCHEDULER set without the add-on or RobotsCacheMiddleware: Scrapy's middleware
+    fetched robots.txt outside the heaps (6 ms before the first page, at tau_h0 0.3 s)
+    and Crawl-delay 1 s was not applied (pages 0.6 s apart), without a word."""
+    sched = opened(JOBDIR=str(tmp_path), ROBOTSTXT_OBEY=True,
+                   DOWNLOADER_MIDDLEWARES=middlewares)  # fmt: skip
+    (message,) = [r.getMessage() for r in caplog.records
+                  if r.levelname == "WARNING" and "enforces politeness" in r.getMessage()]  # fmt: skip
+    assert "ROBOTSTXT_OBEY without scrapy_irl.robots.middleware.RobotsCacheMiddleware" in message
+    assert "Crawl-delay is not applied" in message
+    assert sched.counts["fighting_settings"] == 1
+    sched.close("finished")
+    caplog.clear()
+    opened(JOBDIR=str(tmp_path / "ours"), ROBOTSTXT_OBEY=True, DOWNLOADER_MIDDLEWARES={
+        "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+        "scrapy_irl.robots.middleware.RobotsCacheMiddleware": 100}).close("finished")  # fmt: skip
+    opened(JOBDIR=str(tmp_path / "off"), ROBOTSTXT_OBEY=False).close("finished")
     assert not [r for r in caplog.records if "enforces politeness" in r.getMessage()]
 
 
