@@ -89,7 +89,7 @@ class HostResolver:
 
     def cached(self, host: str) -> DnsRecord | None:
         """The stored record of ``host`` (fresh or not) without resolving; None if unknown."""
-        host = host.lower()
+        host = canonical_host(host)
         record = self._lru.get(host)
         if record is not None:
             self._lru.move_to_end(host)
@@ -109,10 +109,14 @@ class HostResolver:
         """A Deferred firing with the fresh record of ``host``; DNS failures give a negative record.
 
         ``fresh_for``: a record expiring within this many seconds is looked up again now
-        (the IRL scheduler renews a host's record a little before it expires)."""
-        host = host.lower()
-        if isIPv6Address(host):  # one spelling of the address: one IP for the heaps
-            host = canonical_host(host)
+        (the IRL scheduler renews a host's record a little before it expires).
+
+        Keyed by :func:`canonical_host`, as the heaps are: ``site.test.`` looked up apart
+        from ``site.test`` could answer another address of a round-robin name, and the
+        downloader, pinned to it by ``HostDnsMiddleware``, fetched from a server other
+        than the one its IP delay timed (4 gaps under tau_s0 in a probe). One spelling
+        of an IPv6 address is one IP for the heaps too."""
+        host = canonical_host(host)
         if isIPAddress(host) or isIPv6Address(host):
             now = self.clock()
             return defer.succeed(DnsRecord((host,), now, now + self.ttl))

@@ -202,6 +202,34 @@ def test_each_request_pins_its_address_in_scrapys_dns_cache(make, caplog) -> Non
         dnscache.update(saved)
 
 
+def test_a_trailing_dot_spelling_is_fetched_from_the_address_the_heaps_time(make) -> None:
+    """``rr.test.`` is ``rr.test``: the heaps time it on the address of ``rr.test``, and the
+    middleware looked ``rr.test.`` up apart. A round-robin name then answered another
+    address, pinned for the downloader: pages went to a server the IP delay did not time
+    (a probe saw 4 gaps under tau_s0 and two requests in flight at an IP)."""
+    from types import SimpleNamespace
+
+    from scrapy.resolver import CachingThreadedResolver, dnscache
+
+    lookups = ScriptedLookups(rr_test=["127.0.0.3", "127.0.0.2"])
+    mw, _ = make(lookups)
+    saved, limit = dict(dnscache), dnscache.limit
+    try:
+        mw._installed_reactor = SimpleNamespace(resolver=CachingThreadedResolver(Clock(), 5, 5.0))
+        timed_on = result_of(mw.resolver.resolve("rr.test"))  # what the scheduler books
+        assert timed_on.ip == "127.0.0.3"
+        for url in ("http://rr.test./a", "http://RR.TEST./b", "http://rr.test/c"):
+            assert result_of(run(mw.process_request(Request(url)))) is None
+        assert lookups.calls == ["rr.test"]
+        # pinned under the name the downloader's resolver is asked for
+        assert dnscache["rr.test."] == dnscache["rr.test"] == "127.0.0.3"
+        assert mw.resolver.cached("RR.test.").ip == "127.0.0.3"
+    finally:
+        dnscache.clear()
+        dnscache.limit = limit
+        dnscache.update(saved)
+
+
 def test_the_scheduler_and_the_middleware_share_one_resolver_per_crawler(tmp_path) -> None:
     """With a resolver each, the middleware's copy of a record expired on its own and was
     looked up again: a round-robin name could then be pinned on another address than the
