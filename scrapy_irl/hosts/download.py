@@ -111,6 +111,26 @@ def retryable_transmission_failure() -> Iterator[None]:
         raise DownloadFailedError(f"{type(exc).__name__}: {exc}") from exc
 
 
+def twisted_http_schemes(settings: BaseSettings) -> frozenset[str]:
+    """The ``http``/``https`` schemes downloaded by Scrapy's Twisted HTTP/1.1 handler (or
+    ours, built on it): the ones whose host names Twisted judges
+    (:func:`scrapy_irl.hosts.names.refused_by_twisted`). A browser or other handler may
+    fetch what Twisted refuses, so its URLs keep the usual path."""
+    from scrapy.utils.misc import load_object
+
+    merged = settings.getwithbase("DOWNLOAD_HANDLERS")
+    schemes = set()
+    for scheme in HTTP_SCHEMES:
+        handler = merged.get(scheme)
+        try:
+            cls = load_object(handler) if isinstance(handler, str) else handler
+        except (ImportError, NameError, ValueError):
+            continue
+        if isinstance(cls, type) and issubclass(cls, HTTP11DownloadHandler):
+            schemes.add(scheme)
+    return frozenset(schemes)
+
+
 def other_http_handlers(settings: BaseSettings) -> dict[str, str]:
     """The ``http``/``https`` handlers in use that are not ours (scheme: import path), as
     Scrapy merges them (``DOWNLOAD_HANDLERS`` over ``DOWNLOAD_HANDLERS_BASE``); a scheme

@@ -9,7 +9,7 @@ merge's verdict. Thesis chapters IV (DRUM) and VI (STAR)."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
@@ -19,6 +19,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import referer_str
 
 from scrapy_irl.drum import CHECK
+from scrapy_irl.hosts.names import refused_by_twisted
 from scrapy_irl.linksource import SOURCE_META_KEY
 from scrapy_irl.scheduler.codec import (
     pack_record,
@@ -46,13 +47,15 @@ class Intake:
     def _enqueue(self, request: Request) -> bool:
         parts = urlparse_cached(request)
         host = host_key(parts.hostname)
-        if without_host(parts.scheme, host):
+        no_host = without_host(parts.scheme, host)
+        if no_host or self._refused_host(parts, request):
             # data:, file:, unknown schemes: no host to be polite to; the downloader
             # handles (or rejects) them, so they are handed out in RAM, unchanged (what
             # follows a data: URL's comma is content, not a query). Still filtered, as by
             # Scrapy's scheduler: the same data: or unknown-scheme link on every page
-            # of a broad crawl was otherwise one failed download per page.
-            self.counts["no_host"] += 1
+            # of a broad crawl was otherwise one failed download per page. A host name
+            # Twisted refuses reaches no server either: it fails as in stock Scrapy.
+            self.counts["no_host" if no_host else "invalid_host"] += 1
             if request.dont_filter or not self.filtering:
                 self._direct.append(request)
                 self.stats.inc_value("scheduler/enqueued")
@@ -171,6 +174,29 @@ class Intake:
             self._note_ram_peak()
             return
         self._check_in_ram(request, host, key)
+
+    def _refused_host(self, parts: Any, request: Request) -> bool:
+        """A URL whose host name Twisted's HTTP client refuses before sending a byte
+        (``user@host``, ``%`` or ``_`` in the name): no robots.txt to fetch (its fetch
+        would fail the same way, held through every retry), no politeness to book, no
+        host to back off for it (:func:`~scrapy_irl.hosts.names.refused_by_twisted`).
+        Not for a proxied request (the proxy is connected to) nor another handler's."""
+        if parts.scheme not in self._twisted_schemes or not refused_by_twisted(
+            parts.scheme, parts.netloc
+        ):
+            return False
+        if self.proxies.proxied(parts.scheme, parts.hostname, request.meta):
+            return False
+        if not self._told_invalid_host:
+            self._told_invalid_host = True
+            logger.info(
+                "%(url)s: Twisted refuses this host name (user info, or a character no "
+                "DNS name has): such URLs go to the downloader at once and fail there, as "
+                "in stock Scrapy, without a robots.txt fetch or a politeness turn. "
+                "Counted in irl_sched/invalid_host.",
+                {"url": request.url}, extra={"spider": self.spider},
+            )  # fmt: skip
+        return True
 
     def _check_in_ram(self, request: Request, host: str | None, key: int) -> None:
         """URLseen checks ``key``; the request waits in RAM for the verdict (the aux names

@@ -41,7 +41,7 @@ from scrapy_irl import config
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.exceptions import IrlError
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
-from scrapy_irl.hosts.download import other_http_handlers
+from scrapy_irl.hosts.download import other_http_handlers, twisted_http_schemes
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import ProxyRoutes
@@ -223,6 +223,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         # DUPEFILTER_CLASS = BaseDupeFilter (what ``scrapy shell`` sets, so that a page can
         # be fetched again): nothing is filtered, every request goes as if dont_filter.
         self.filtering = _class_path(settings.get("DUPEFILTER_CLASS")) != _NO_FILTER
+        self._twisted_schemes = twisted_http_schemes(settings)
+        self._told_invalid_host = False
         # Duplicates logged as Scrapy's scheduler has its dupefilter log them: the first
         # one, or every one with DUPEFILTER_DEBUG.
         self.log_every_duplicate = settings.getbool("DUPEFILTER_DEBUG")

@@ -61,3 +61,48 @@ def test_a_graceful_stop_saves_them_and_the_next_run_hands_them_out(tmp_path: Pa
     assert sorted(handed_out(again)) == ["data:,merged", "data:,unchecked"]
     assert again.crawler.stats.get_value("irl_sched/lost_unserializable_at_close") is None
     again.close("finished")
+
+
+def test_host_names_twisted_refuses_are_handed_out_at_once_and_filtered(tmp_path: Path) -> None:
+    """``http://user@host/`` or a ``_`` or ``%`` in the name: Twisted's client fails them
+    before sending a byte. Through the heaps they waited for a robots.txt fetch that
+    failed the same way (held through every retry), and a page of a working host
+    written with user info backed that host off as if it had not answered."""
+    sched = opened(tmp_path)
+    for url in ("http://u@www.example.test/a", "http://u:pw@www.example.test:8080/b",
+                "http://a_b.example.test/c", "http://www.ex%61mple.test/d",
+                "http://u@www.example.test/a"):  # fmt: skip
+        sched.enqueue_request(Request(url))
+    sched.enqueue_request(Request("http://u@proxied.test/e", meta={"proxy": "http://127.0.0.1:9"}))
+    sched.enqueue_request(Request("http://www.example.test/f"))
+    sched.urlseen.merge()
+    got = []
+    for _ in range(100):  # bounded
+        request = sched.next_request()
+        if request is None:
+            break
+        got.append(request)
+    direct = sorted(r.url for r in got if "irl_host" not in r.meta)
+    assert direct == ["http://a_b.example.test/c", "http://u:pw@www.example.test:8080/b",
+                      "http://u@www.example.test/a", "http://www.ex%61mple.test/d"]  # fmt: skip
+    # the proxied one (the proxy is what Twisted connects to) goes through the heaps
+    assert [r.url for r in got if "irl_host" in r.meta] == ["http://u@proxied.test/e"]
+    stats = sched.crawler.stats
+    assert sched.counts["invalid_host"] == 5
+    assert stats.get_value("dupefilter/filtered") == 1
+    sched.close("shutdown")
+
+
+def test_another_download_handler_keeps_such_urls_on_the_usual_path(tmp_path: Path) -> None:
+    """A browser handler may fetch a name Twisted refuses: no shortcut then."""
+    crawler = get_crawler(Spider, settings_dict={
+        "JOBDIR": str(tmp_path),
+        "DOWNLOAD_HANDLERS": {"http": "scrapy.core.downloader.handlers.datauri.DataURIDownloadHandler"}})  # fmt: skip
+    crawler.spider = crawler._create_spider("hostless")
+    sched = IrlScheduler.from_crawler(crawler)
+    sched.open(crawler.spider)
+    sched.enqueue_request(Request("http://u@www.example.test/a"))
+    sched.urlseen.merge()
+    assert handed_out(sched) == []
+    assert sched.counts["invalid_host"] == 0
+    sched.close("shutdown")
