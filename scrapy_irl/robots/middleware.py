@@ -70,6 +70,10 @@ UNREADABLE = 399
 #: instead of fetching robots.txt here, outside the politeness heaps (see
 #: :meth:`RobotsCacheMiddleware.robot_parser`).
 CHECKED_META = "irl_robots_checked"
+#: Meta key the IRL scheduler sets on a request whose host name Twisted's client refuses
+#: (``user@host``): it fails before sending a byte, so no robots.txt is fetched for it
+#: here, outside the heaps, for nothing.
+INVALID_HOST_META = "irl_invalid_host"
 #: Meta key the IRL scheduler sets on a request it refused by its origin's robots.txt and
 #: hands out only for its errback: ``"forbidden"`` or ``"unreachable"``. The middleware
 #: fails it with the IgnoreRequest it would raise itself, whatever the cache holds by then.
@@ -225,7 +229,7 @@ class RobotsCacheMiddleware:
     ) -> None:
         if request.meta.get("dont_obey_robotstxt"):
             return
-        if request.url.startswith(("data:", "file:")):
+        if request.url.startswith(("data:", "file:")) or request.meta.get(INVALID_HOST_META):
             return
         refused = request.meta.pop(REFUSED_META, None)
         if refused is not None:  # the IRL scheduler's verdict, handed out for the errback

@@ -21,6 +21,7 @@ from scrapy.utils.request import referer_str
 from scrapy_irl.drum import CHECK
 from scrapy_irl.hosts.names import refused_by_twisted
 from scrapy_irl.linksource import SOURCE_META_KEY
+from scrapy_irl.robots.middleware import INVALID_HOST_META
 from scrapy_irl.scheduler.codec import (
     pack_record,
     record_blob,
@@ -196,6 +197,7 @@ class Intake:
                 "Counted in irl_sched/invalid_host.",
                 {"url": request.url}, extra={"spider": self.spider},
             )  # fmt: skip
+        request.meta[INVALID_HOST_META] = True  # RobotsCacheMiddleware: no robots.txt for it
         return True
 
     def _check_in_ram(self, request: Request, host: str | None, key: int) -> None:

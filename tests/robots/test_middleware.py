@@ -305,6 +305,9 @@ def test_meta_data_and_file_urls_skip_robots(make):
     assert outcome(mw, "http://a.test/x", dont_obey_robotstxt=True) == "allowed"
     assert outcome(mw, "data:text/plain,hi") == "allowed"
     assert outcome(mw, "file:///etc/hostname") == "allowed"
+    # a host name Twisted refuses (the IRL scheduler flags it): it fails in the
+    # downloader before a byte is sent, and robots.txt was fetched for it for nothing
+    assert outcome(mw, "http://u@a.test/x", irl_invalid_host=True) == "allowed"
     assert web.requested == []
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
+from scrapy_irl.robots.middleware import INVALID_HOST_META
 from scrapy_irl.scheduler import IrlScheduler
 
 
@@ -85,6 +86,8 @@ def test_host_names_twisted_refuses_are_handed_out_at_once_and_filtered(tmp_path
     direct = sorted(r.url for r in got if "irl_host" not in r.meta)
     assert direct == ["http://a_b.example.test/c", "http://u:pw@www.example.test:8080/b",
                       "http://u@www.example.test/a", "http://www.ex%61mple.test/d"]  # fmt: skip
+    # flagged for RobotsCacheMiddleware, which then fetches no robots.txt for them
+    assert all(r.meta.get(INVALID_HOST_META) for r in got if "irl_host" not in r.meta)
     # the proxied one (the proxy is what Twisted connects to) goes through the heaps
     assert [r.url for r in got if "irl_host" in r.meta] == ["http://u@proxied.test/e"]
     stats = sched.crawler.stats
