@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from scrapy_irl.hosts.records import RecordError, RobotsKind, RobotsRecord
 from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.robots.matching import url_for_rules
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class CachedRobots:
     digest: bytes | None = None  # of record.body for RULES records built by the cache
 
     def allowed(self, url: str, user_agent: str | bytes) -> bool:
-        return bool(self.rules.allowed(url, user_agent))
+        return bool(self.rules.allowed(url_for_rules(url), user_agent))
 
     def crawl_delay(self, user_agent: str | bytes) -> float | None:
         """Seconds between requests asked by Crawl-delay or Request-rate (the larger)."""

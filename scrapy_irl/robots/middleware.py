@@ -38,6 +38,7 @@ from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
 from scrapy_irl.refusal import refusing_start
 from scrapy_irl.robots import reduce
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
+from scrapy_irl.robots.matching import url_for_rules
 from scrapy_irl.robots.origin import origin_of
 from scrapy_irl.robots.policy import NO_RESPONSE, RobotsPolicy
 
@@ -307,7 +308,7 @@ class RobotsCacheMiddleware:
         """Raise IgnoreRequest if ``rp`` forbids ``request`` (Scrapy's method, same contract)."""
         if rp is None:
             return
-        if not rp.allowed(request.url, self.user_agent(request)):
+        if not rp.allowed(url_for_rules(request.url), self.user_agent(request)):
             self._forbid(request)
 
     @staticmethod

@@ -14,6 +14,7 @@ import logging
 import time
 from pathlib import Path
 
+from scrapy_irl.robots.matching import remove_dot_segments
 from scrapy_irl.simweb.config import WebConfig
 from scrapy_irl.simweb.log import LogRecord, RequestLog
 from scrapy_irl.simweb.model import Web, web_for
@@ -28,22 +29,6 @@ BODY_LIMIT = 1 << 20
 #: Attempts to find a port free on every address when port 0 is asked for.
 PORT_ATTEMPTS = 20
 DRIP_CHUNK = 16
-
-
-def remove_dot_segments(path: str) -> str:
-    """RFC 3986 5.2.4, so ``/a/../p/1.html`` is served as ``/p/1.html``."""
-    out: list[str] = []
-    segments = path.split("/")
-    for seg in segments[1:]:
-        if seg == "..":
-            if out:
-                out.pop()
-        elif seg != ".":
-            out.append(seg)
-    result = "/" + "/".join(out)
-    if segments[-1] in (".", "..") and not result.endswith("/"):
-        result += "/"
-    return result
 
 
 def check_loopback(ip: str) -> None:
