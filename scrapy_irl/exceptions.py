@@ -34,3 +34,20 @@ class HostStoreLockedError(HostStoreError):
 
 class FrontierCorruptionError(IrlError):
     """A BEAST queue file or its STATE failed validation (bad checksum, impossible cursor)."""
+
+
+class StoreAccessError(IrlError):
+    """A store's file cannot be opened, read or written (a directory where a file should
+    be, no permission, a full disk): the operating system refused, so nothing is damaged
+    and nothing is repaired; the message names the file and the system's reason."""
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, where: object) -> StoreAccessError:
+        """Name the file ``exc`` is about (else ``where``) and the system's reason."""
+        name = exc.filename if exc.filename is not None else where
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return cls(
+            f"{name}: cannot be opened, read or written ({type(exc).__name__}: {reason}); "
+            "check that it is a regular file (a directory for a store) that this user may "
+            "read and write, and that the disk has room"
+        )

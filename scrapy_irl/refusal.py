@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from scrapy_irl.exceptions import IrlError
+from scrapy_irl.exceptions import IrlError, StoreAccessError
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +25,19 @@ def refusing_start(component: str, crawler: Any) -> Iterator[None]:
     names ``component`` and says what to do, then let it propagate (the crawl stops)."""
     try:
         yield
+    except OSError as exc:  # a file the system will not open: not damage, say so
+        refusal = StoreAccessError.from_os_error(exc, component)
+        _log(component, refusal, crawler)
+        raise refusal from exc
     except IrlError as exc:
-        logger.error(
-            "Refusing to start the crawl: %(component)s: %(error)s (%(kind)s). Its files "
-            "are left as they are.",
-            {"component": component, "error": exc, "kind": type(exc).__name__},
-            extra={"spider": getattr(crawler, "spider", None)},
-        )
+        _log(component, exc, crawler)
         raise
+
+
+def _log(component: str, exc: IrlError, crawler: Any) -> None:
+    logger.error(
+        "Refusing to start the crawl: %(component)s: %(error)s (%(kind)s). Its files "
+        "are left as they are.",
+        {"component": component, "error": exc, "kind": type(exc).__name__},
+        extra={"spider": getattr(crawler, "spider", None)},
+    )

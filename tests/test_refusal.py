@@ -70,3 +70,18 @@ def test_a_damaged_urlseen_store_is_refused_in_one_clear_line(
         DrumDupeFilter.from_crawler(get_crawler(settings_dict={"JOBDIR": str(tmp_path)}))
     [line] = _refusals(caplog)
     assert "DrumDupeFilter" in line and "MANIFEST" in line
+
+
+def test_a_store_path_the_system_refuses_is_refused_in_one_clear_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file where the host store's directory should be: the OSError escaped raw."""
+    from scrapy_irl.exceptions import StoreAccessError
+    from scrapy_irl.hosts.middleware import HostDnsMiddleware
+
+    (tmp_path / "hosts").write_text("not a directory")
+    crawler = get_crawler(settings_dict={"IRL_HOSTS_DIR": str(tmp_path / "hosts")})
+    with pytest.raises(StoreAccessError, match="cannot be opened, read or written"):
+        HostDnsMiddleware.from_crawler(crawler)
+    [line] = _refusals(caplog)
+    assert "HostDnsMiddleware" in line and str(tmp_path / "hosts") in line

@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred, DeferredSemaphore
 
 from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.hosts.records import DnsRecord, RecordError
-from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.hosts.store import DiscardLog, HostStore
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class HostResolver:
         self._reactor = reactor
         self._semaphore = DeferredSemaphore(concurrency)
         self._lru: OrderedDict[str, DnsRecord] = OrderedDict()
+        self._discards = DiscardLog("DNS", "irl_dns/corrupt_record")
         self._waiting: dict[str, list[Deferred[DnsRecord]]] = {}
         self._event = on_event or (lambda name: None)
         #: Addresses resolved before this time (an earlier process's, read from the store)
@@ -98,7 +99,7 @@ class HostResolver:
             record = self.store.get_dns(host)
         except RecordError as exc:
             self._event("corrupt_record")
-            logger.warning("Discarding undecodable DNS record of %s: %s", host, exc)
+            self._discards.discarded(host, exc)
             self.store.delete_dns(host)
             return None
         if record is not None:

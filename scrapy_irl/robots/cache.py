@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from scrapy_irl.hosts.records import RecordError, RobotsKind, RobotsRecord
-from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.hosts.store import DiscardLog, HostStore
 from scrapy_irl.robots.matching import url_for_rules
 
 logger = logging.getLogger(__name__)
@@ -152,6 +152,7 @@ class RobotsCache:
         self.memory_entries = memory_entries
         self.memory_bytes = memory_bytes
         self._lru: OrderedDict[str, CachedRobots] = OrderedDict()
+        self._discards = DiscardLog("robots.txt", "irl_robots/cache/corrupt_record")
         #: Parsed rules by body digest: origins serving byte-identical robots.txt (the
         #: subdomains of a hosting platform, mirrors) share one parse and one body.
         self._shared: dict[bytes, _SharedRules] = {}
@@ -177,9 +178,7 @@ class RobotsCache:
             record = self.store.get_robots(origin)
         except RecordError as exc:
             self._event("corrupt_record")
-            logger.warning(
-                "Discarding undecodable robots.txt record of %s: %s", origin, exc
-            )
+            self._discards.discarded(origin, exc)
             self.store.delete_robots(origin)
             return None
         if record is None:

@@ -39,7 +39,7 @@ from twisted.internet import task
 
 from scrapy_irl import config
 from scrapy_irl.dirlock import DirectoryLock
-from scrapy_irl.exceptions import IrlError
+from scrapy_irl.exceptions import IrlError, StoreAccessError
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.hosts.download import other_http_handlers, twisted_http_schemes
 from scrapy_irl.hosts.middleware import resolver_from_crawler
@@ -343,16 +343,26 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 self._closed = True
                 self._shut_down()
                 raise
+        except OSError as exc:
+            # a file the system will not open (a directory in its place, no permission):
+            # raw, it surfaced as a traceback under "Scraper close failure"
+            refusal = StoreAccessError.from_os_error(exc, self.path)
+            self._refuse(refusal, spider)
+            raise refusal from exc
         except IrlError as exc:
-            logger.error(
-                "Refusing to start the crawl: %(error)s (%(kind)s). Frontier directory: "
-                "%(path)s. Its files are left as they are: repair or restore them to resume, "
-                "or use another JOBDIR to crawl from scratch.",
-                {"error": exc, "kind": type(exc).__name__, "path": self.path},
-                extra={"spider": spider},
-            )
+            self._refuse(exc, spider)
             raise
         self._opened = True
+
+    def _refuse(self, exc: IrlError, spider: Spider) -> None:
+        """The one ERROR line that says why the crawl does not start and what to do."""
+        logger.error(
+            "Refusing to start the crawl: %(error)s (%(kind)s). Frontier directory: "
+            "%(path)s. Its files are left as they are: repair or restore them to resume, "
+            "or use another JOBDIR to crawl from scratch.",
+            {"error": exc, "kind": type(exc).__name__, "path": self.path},
+            extra={"spider": spider},
+        )
 
     def _open_stores(self, spider: Spider) -> None:
         from scrapy_irl.scheduler.pipeline import build_star_and_beast, build_urlseen

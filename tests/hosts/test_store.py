@@ -125,9 +125,75 @@ def test_a_file_system_error_is_not_blamed_on_another_crawl(tmp_path, monkeypatc
         raise plyvel.IOError(b"IO error: " + str(tmp_path).encode() + b"/h/LOCK: Read-only file system")
 
     monkeypatch.setattr(plyvel, "DB", read_only)
-    with pytest.raises(HostStoreError, match="writable and the disk not full") as info:
+    with pytest.raises(HostStoreError, match="writable by this user and the disk not full") as info:
         HostStore(tmp_path / "h")
     assert "another crawl" not in str(info.value).lower()
+
+
+def test_a_lock_file_that_is_a_directory_is_not_blamed_on_another_crawl(tmp_path):
+    """LevelDB says "IO error: lock .../LOCK: Is a directory": that read as "another
+    crawl is using it" (a fuzz of a JOBDIR, 2026-11-27)."""
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "LOCK").mkdir()
+    with pytest.raises(HostStoreError, match="Is a directory.*readable and writable") as info:
+        HostStore(tmp_path / "h")
+    assert "another crawl" not in str(info.value).lower()
+
+
+def test_a_table_file_the_system_will_not_read_is_not_called_corrupt(tmp_path, monkeypatch):
+    """A table file this user may not read: "is corrupt; move it away to start a fresh
+    cache" would have thrown a sound cache out."""
+    import plyvel
+
+    with HostStore(tmp_path / "h") as store:
+        store.put_dns("a.test", DnsRecord(("127.0.0.1",), 1.0, 2.0))
+
+    class Unreadable:
+        def __init__(self, real):
+            self.real = real
+
+        def get(self, *args, **kwargs):
+            raise plyvel.IOError(b"IO error: " + str(tmp_path).encode() + b"/h/000005.ldb: Permission denied")
+
+        def close(self):
+            self.real.close()
+
+    real_db = plyvel.DB
+    monkeypatch.setattr(plyvel, "DB", lambda *a, **k: Unreadable(real_db(*a, **k)))
+    with pytest.raises(HostStoreError, match="Permission denied.*readable and writable") as info:
+        HostStore(tmp_path / "h")
+    assert "corrupt" not in str(info.value)
+
+
+def test_a_flipped_byte_in_a_table_never_reads_as_another_record(tmp_path):
+    """Reads did not verify LevelDB's block checksums: one flipped byte in a table file
+    gave a robots.txt body with other rules in it, and no warning (a fuzz, 2026-11-27).
+    Each record now reads as it was written or raises RecordError (refetched)."""
+    import random
+
+    path = tmp_path / "h"
+    rng = random.Random(5)
+    written = {}
+    with HostStore(path, write_buffer_bytes=64 * 1024) as store:
+        for i in range(400):  # incompressible bodies: blocks stored as they are
+            body = bytes(rng.getrandbits(8) for _ in range(600))
+            written[f"http://h{i}.test"] = RobotsRecord(RobotsKind.RULES, 200, 1.0, 2.0, 3.0, 0, body)
+            store.put_robots(f"http://h{i}.test", written[f"http://h{i}.test"])
+        store._db.compact_range()
+    table = max(path.glob("*.ldb"), key=lambda p: p.stat().st_size)
+    data = bytearray(table.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    table.write_bytes(bytes(data))
+    damaged = 0
+    with HostStore(path) as store:
+        for origin, original in written.items():
+            try:
+                got = store.get_robots(origin)
+            except RecordError:
+                damaged += 1
+                continue
+            assert got == original, origin
+    assert damaged  # the flip was seen
 
 
 def test_a_failed_write_is_counted_and_logged_once_not_raised(tmp_path, caplog):

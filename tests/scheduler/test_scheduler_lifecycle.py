@@ -482,3 +482,29 @@ def test_a_request_offered_after_close_is_refused_quietly(tmp_path: Path, caplog
         assert sched.enqueue_request(Request("http://late.example/")) is False
     assert sched.stats.get_value("irl_sched/refused_after_close") == 1
     assert not caplog.records
+
+
+@pytest.mark.parametrize("victim", ["beast/STATE", "beast/q*.beast", "urlseen/MANIFEST", "urlseen/LOCK"])
+def test_a_frontier_file_the_system_will_not_open_is_refused_by_name(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, victim: str
+) -> None:
+    """A directory where a frontier file should be (or a file this user may not read):
+    the OSError surfaced as a raw traceback under Scrapy's "Scraper close failure", with
+    no "Refusing to start" line and the close reason "shutdown" (a fuzz of a JOBDIR,
+    2026-11-27, hit it with STATE, a queue, MANIFEST and LOCK)."""
+    from scrapy_irl.exceptions import StoreAccessError
+
+    first = opened(JOBDIR=str(tmp_path))
+    fill(first, 30)
+    first.close("shutdown")
+    directory, pattern = (tmp_path / "irl" / victim).parent, Path(victim).name
+    matches = sorted(directory.glob(pattern), key=lambda p: -p.stat().st_size)
+    target = matches[0]  # a queue with records, not an empty one
+    target.unlink()
+    target.mkdir()
+    again = scheduler(JOBDIR=str(tmp_path))
+    with pytest.raises(StoreAccessError, match="cannot be opened, read or written"):
+        again.open(again.crawler.spider)
+    (message,) = [r.getMessage() for r in caplog.records if "Refusing to start" in r.getMessage()]
+    assert str(target) in message and "IsADirectoryError" in message
+    target.rmdir()  # nothing else was touched: the other files are as they were
