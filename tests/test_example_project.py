@@ -151,6 +151,13 @@ def test_a_resumed_jobdir_crawl_serves_simweb_on_the_same_port(tmp_path: Path) -
     assert "'finish_reason': 'simweb_unavailable'" in fifth.stderr
     assert "'downloader/request_count'" not in fifth.stderr
     assert (tmp_path / "job" / "simweb.port").read_text() == ""  # left for the user to see
+    # Deleted (a fuzz of the JOBDIR, 2026-11-27): the frontier still names the old port.
+    (tmp_path / "job" / "simweb.port").unlink()
+    sixth = run_broad(tmp_path)
+    assert sixth.returncode == 0, sixth.stderr[-3000:]
+    assert "simweb.port is missing" in sixth.stderr and "IRL_SIMWEB_PORT" in sixth.stderr
+    assert "'downloader/request_count'" not in sixth.stderr
+    assert not (tmp_path / "job" / "simweb.port").exists()
 
 
 def _resumed(log: str) -> str:

@@ -383,6 +383,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         )
         self._closers.append(("URLseen", lambda: self.urlseen.close()))
         resumed = (self.path / FRONTIER_MARKER).exists()
+        # for a spider whose URLs depend on state of its own (a port, a session) that a
+        # resumed frontier needs back
+        self.stats.set_value("irl_sched/resumed_frontier", int(resumed))
         mark_frontier(self.path, fsync=fsync)
         if not self.temporary:
             self._recall_starts(fsync, resumed=resumed)

@@ -234,11 +234,14 @@ class BroadSpider(scrapy.Spider):
             # Any free port; a resumed JOBDIR crawl needs the port of its first run, since
             # every URL in its frontier names it.
             saved = _read_port(port_file) if port_file is not None else None
-            if saved is None and port_file is not None and port_file.exists():
+            resumed = self.crawler.stats.get_value("irl_sched/resumed_frontier")
+            if saved is None and port_file is not None and (port_file.exists() or resumed):
                 # On a new port every queued URL would be refused and used up (a probe:
-                # 216 refused in 6 s, and the new port written over the lost one).
+                # 216 refused in 6 s, and the new port written over the lost one; a
+                # fuzz deleted the file: 441 refused connections in 8 s).
+                state = "damaged" if port_file.exists() else "missing"
                 raise RuntimeError(
-                    f"{port_file} is damaged, so the port the JOBDIR's frontier names is "
+                    f"{port_file} is {state}, so the port the JOBDIR's frontier names is "
                     "unknown; set IRL_SIMWEB_PORT to it (the port in the queued URLs), or "
                     "delete the JOBDIR to start afresh"
                 )
