@@ -347,14 +347,14 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             # a file the system will not open (a directory in its place, no permission):
             # raw, it surfaced as a traceback under "Scraper close failure"
             refusal = StoreAccessError.from_os_error(exc, self.path)
-            self._refuse(refusal, spider)
+            self._log_refusal(refusal, spider)
             raise refusal from exc
         except IrlError as exc:
-            self._refuse(exc, spider)
+            self._log_refusal(exc, spider)
             raise
         self._opened = True
 
-    def _refuse(self, exc: IrlError, spider: Spider) -> None:
+    def _log_refusal(self, exc: IrlError, spider: Spider) -> None:
         """The one ERROR line that says why the crawl does not start and what to do."""
         logger.error(
             "Refusing to start the crawl: %(error)s (%(kind)s). Frontier directory: "
