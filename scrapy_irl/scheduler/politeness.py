@@ -49,6 +49,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+#: Hosts scanned per second, at most, for idle ones to forget (one scan takes about
+#: 0.3 ms per 1 000 hosts): the table of a crawl with 100 000 hosts in RAM is scanned
+#: every 5 s, of 20 000 or fewer at every tick.
+FORGET_SCAN_RATE = 20_000.0
+
+
 @dataclass(eq=False)
 class Host:
     """One host name: its pending items, politeness state and IP."""
@@ -579,11 +585,12 @@ class Politeness:
         ]
         for host in idle:
             self._forget(host)
-        used = {h.ip for h in self.hosts.values()}
+        # budget_hosts counts an IP's hosts in the table (a set of every host's IP was
+        # built here each call)
         for ip in [
             ip
             for ip, a in self.ips.items()
-            if ip not in used and a.in_flight == 0 and a.due_at() <= now
+            if a.budget_hosts <= 0 and a.in_flight == 0 and a.due_at() <= now
         ]:
             del self.ips[ip]
         return len(idle)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from scrapy_irl.scheduler.items import STAT
+from scrapy_irl.scheduler.politeness import FORGET_SCAN_RATE
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +20,11 @@ class StatsReporting:
         s(f"{STAT}/ram_requests", self._ram_items())
         s(f"{STAT}/ram_requests_peak", self.ram_peak)
         s(f"{STAT}/hosts_in_ram", len(self.polite.hosts))
-        s(f"{STAT}/ready_hosts", self.polite.ready_hosts())
+        now = self.clock()
+        if self._closed or now >= self._next_ready_count:
+            # a sum over every IP: at most every IPs / FORGET_SCAN_RATE seconds
+            s(f"{STAT}/ready_hosts", self.polite.ready_hosts())
+            self._next_ready_count = now + len(self.polite.ips) / FORGET_SCAN_RATE
         s(f"{STAT}/dns_waiting_hosts", len(self._dns_wait))
         s(f"{STAT}/dns_renewing_hosts", self.polite.resolving)
         s(f"{STAT}/held_hosts", len(self._held))

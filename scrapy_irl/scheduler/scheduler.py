@@ -73,7 +73,7 @@ from scrapy_irl.scheduler.layout import (
     mark_frontier,
 )
 from scrapy_irl.scheduler.pipeline import budget_policy, check_settings
-from scrapy_irl.scheduler.politeness import Host, Politeness
+from scrapy_irl.scheduler.politeness import FORGET_SCAN_RATE, Host, Politeness
 from scrapy_irl.scheduler.reporting import StatsReporting
 from scrapy_irl.scheduler.robots_gate import RobotsGate
 from scrapy_irl.scheduler.robots_hops import RobotsHops
@@ -225,6 +225,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self.filtering = _class_path(settings.get("DUPEFILTER_CLASS")) != _NO_FILTER
         self._twisted_schemes = twisted_http_schemes(settings)
         self._told_invalid_host = False
+        self._next_forget = float("-inf")  # when the next scan for idle hosts is due
+        self._next_ready_count = float("-inf")  # when irl_sched/ready_hosts is next counted
         # Duplicates logged as Scrapy's scheduler has its dupefilter log them: the first
         # one, or every one with DUPEFILTER_DEBUG.
         self.log_every_duplicate = settings.getbool("DUPEFILTER_DEBUG")
@@ -826,7 +828,12 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             self._expire_handouts(now)
             self._expire_hops(now)
             self._route_held(now)
-            self.polite.forget_idle(now)
+            if now >= self._next_forget:
+                # a scan of the whole host table: at most every hosts / FORGET_SCAN_RATE
+                # seconds, so its cost per second stays flat as the table grows (85 ms
+                # a tick at 100 000 hosts, measured 2026-11-27)
+                self.polite.forget_idle(now)
+                self._next_forget = now + len(self.polite.hosts) / FORGET_SCAN_RATE
             if self.memory is not None:
                 self.memory.tick()
             released = 0
