@@ -15,9 +15,7 @@ at close. ``IRL_URLSEEN_DIR`` overrides both (kept after close).
 from __future__ import annotations
 
 import logging
-import shutil
 import struct
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +29,7 @@ from scrapy_irl import config
 from scrapy_irl.drum.store import MAX_BUCKETS
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.refusal import refusing_start
+from scrapy_irl.tempdirs import make_temporary_directory, remove_temporary_directory
 from scrapy_irl.urlseen import URLSeen, key_of, unpack_key
 
 _key_of = unpack_key
@@ -116,7 +115,7 @@ class DrumDupeFilter(BaseDupeFilter):
         elif jobdir:
             path = Path(jobdir, "irl", "urlseen")
         else:
-            path = Path(tempfile.mkdtemp(prefix="scrapy-irl-urlseen-"))
+            path = make_temporary_directory("scrapy-irl-urlseen-")
             temporary = True
         with refusing_start("DrumDupeFilter (URLseen store)", crawler):
             return cls._opened(crawler, path, temporary)
@@ -193,7 +192,7 @@ class DrumDupeFilter(BaseDupeFilter):
         self._publish_stats()
         self.urlseen.close()
         if self.temporary:
-            shutil.rmtree(self.path, ignore_errors=True)
+            remove_temporary_directory(self.path)
 
     def log(self, request: Request, spider: Spider) -> None:
         if self.debug:

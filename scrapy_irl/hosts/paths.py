@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
 from typing import Any
 
@@ -15,6 +14,7 @@ from scrapy.utils.project import data_path
 from scrapy_irl import config
 from scrapy_irl.exceptions import HostStoreLockedError
 from scrapy_irl.hosts.store import HostStore
+from scrapy_irl.tempdirs import make_temporary_directory
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def open_host_store(settings: Any) -> HostStore:
             if chosen:
                 raise
             reason = exc
-        stand_in = tempfile.mkdtemp(prefix="scrapy-irl-hosts-")
+        stand_in = str(make_temporary_directory("scrapy-irl-hosts-"))
         store = HostStore.open_shared(stand_in, **options)
         store.remove_on_close = True
         _stand_ins[os.path.realpath(path)] = stand_in

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import plyvel
 
 from scrapy_irl.exceptions import HostStoreError, HostStoreLockedError
 from scrapy_irl.hosts.records import DnsRecord, RecordError, RobotsRecord
+from scrapy_irl.tempdirs import remove_temporary_directory
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ class HostStore:
                 del self._shared[key]
                 self.close()
                 if self.remove_on_close:
-                    shutil.rmtree(self.path, ignore_errors=True)
+                    remove_temporary_directory(self.path)
             else:
                 self._shared[key] = (store, refs - 1)
 

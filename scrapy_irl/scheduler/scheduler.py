@@ -22,8 +22,6 @@ table, parking), :mod:`.robots_gate` (robots.txt checks and fetches), :mod:`.rob
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import time
 import weakref
 from collections import Counter, deque
@@ -40,6 +38,7 @@ from twisted.internet import task
 from scrapy_irl import config
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.exceptions import IrlError, StoreAccessError
+from scrapy_irl.tempdirs import make_temporary_directory, remove_temporary_directory
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.hosts.download import other_http_handlers, twisted_http_schemes
 from scrapy_irl.hosts.middleware import resolver_from_crawler
@@ -310,10 +309,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         elif jobdir:
             self.path, self.temporary = Path(jobdir, "irl"), False
         else:
-            self.path, self.temporary = (
-                Path(tempfile.mkdtemp(prefix="scrapy-irl-frontier-")),
-                True,
-            )
+            self.path, self.temporary = make_temporary_directory("scrapy-irl-frontier-"), True
         self._lock = DirectoryLock(self.path, what="frontier directory")
 
     @classmethod
@@ -576,7 +572,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                              extra={"spider": self.spider})  # fmt: skip
                 failure = failure or exc
         if self.temporary:
-            shutil.rmtree(self.path, ignore_errors=True)
+            remove_temporary_directory(self.path)
         self._lock.release()
         if failure is not None:
             raise failure
