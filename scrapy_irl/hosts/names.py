@@ -30,16 +30,29 @@ def canonical_host(hostname: str | None) -> str:
 
 
 def refused_by_twisted(scheme: str, netloc: str) -> bool:
-    """Whether Twisted's HTTP client fails a URL of this scheme and netloc before sending
-    a byte ("invalid hostname"): a netloc with userinfo (``user@host``), a ``%`` or ``_``
-    in the name, an empty label, anything IDNA refuses.
+    """Whether Scrapy's Twisted HTTP client fails a URL of this scheme and netloc before
+    sending a byte ("invalid hostname"): a netloc with userinfo (``user@host``), a ``%``
+    in the name, an empty label, anything IDNA refuses that Scrapy does not let through.
 
     Such a URL reaches no server: its robots.txt fetch fails the same way (held through
     every robots.txt retry as if the host were down), and a page of it counted as a host
     that did not answer (a probe's four ``http://u@host/`` links backed a working host off
-    for 2, 4, 8 and 18 s). Twisted's own parse decides, so a name it accepts is never
-    taken for one it refuses; cached per netloc (a crawl has one per host)."""
+    for 2, 4, 8 and 18 s). Twisted's own parse decides, with the fallbacks Scrapy's
+    HTTP/1.1 handler installs when it is built (Scrapy 2.19 lets underscores and emoji
+    labels through), installed here first: judged before the handler exists, a name with
+    an underscore was taken as refused and would have gone out without robots.txt or a
+    politeness turn. Cached per netloc (a crawl has one per host)."""
     return _refused(f"{scheme}://{netloc}/")
+
+
+def _as_scrapys_handler_sees_names() -> None:
+    """Scrapy's patch of Twisted's IDNA functions (idempotent; absent in other Scrapy
+    versions, whose handlers use Twisted's as they are)."""
+    try:
+        from scrapy.core.downloader._idna_patch import _install_twisted_idna_fallbacks
+    except ImportError:
+        return
+    _install_twisted_idna_fallbacks()
 
 
 @lru_cache(maxsize=16_384)
@@ -48,6 +61,7 @@ def _refused(url: str) -> bool:
     from twisted.web.client import URI
 
     try:
+        _as_scrapys_handler_sees_names()
         host = URI.fromBytes(url.encode("ascii")).host
         return bool(HostnameEndpoint._hostAsBytesAndText(host)[0])
     except Exception:  # noqa: BLE001 - not Twisted's to judge here (non-ASCII, a bad port): the usual path

@@ -178,7 +178,7 @@ class Intake:
 
     def _refused_host(self, parts: Any, request: Request) -> bool:
         """A URL whose host name Twisted's HTTP client refuses before sending a byte
-        (``user@host``, ``%`` or ``_`` in the name): no robots.txt to fetch (its fetch
+        (``user@host``, a ``%`` in the name): no robots.txt to fetch (its fetch
         would fail the same way, held through every retry), no politeness to book, no
         host to back off for it (:func:`~scrapy_irl.hosts.names.refused_by_twisted`).
         Not for a proxied request (the proxy is connected to) nor another handler's."""
