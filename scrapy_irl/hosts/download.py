@@ -111,35 +111,13 @@ def retryable_transmission_failure() -> Iterator[None]:
         raise DownloadFailedError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def twisted_http_schemes(settings: BaseSettings) -> frozenset[str]:
-    """The ``http``/``https`` schemes downloaded by Scrapy's Twisted HTTP/1.1 handler (or
-    ours, built on it): the ones whose host names Twisted judges
-    (:func:`scrapy_irl.hosts.names.refused_by_twisted`). A browser or other handler may
-    fetch what Twisted refuses, so its URLs keep the usual path."""
+def _http_handlers(settings: BaseSettings) -> Iterator[tuple[str, Any, Any]]:
+    """(scheme, setting, class or None if it does not load) of each ``http``/``https``
+    handler in use, as Scrapy merges them (``DOWNLOAD_HANDLERS`` over
+    ``DOWNLOAD_HANDLERS_BASE``); a scheme switched off (``None``) is left out."""
     from scrapy.utils.misc import load_object
 
     merged = settings.getwithbase("DOWNLOAD_HANDLERS")
-    schemes = set()
-    for scheme in HTTP_SCHEMES:
-        handler = merged.get(scheme)
-        try:
-            cls = load_object(handler) if isinstance(handler, str) else handler
-        except (ImportError, NameError, ValueError):
-            continue
-        if isinstance(cls, type) and issubclass(cls, HTTP11DownloadHandler):
-            schemes.add(scheme)
-    return frozenset(schemes)
-
-
-def other_http_handlers(settings: BaseSettings) -> dict[str, str]:
-    """The ``http``/``https`` handlers in use that are not ours (scheme: import path), as
-    Scrapy merges them (``DOWNLOAD_HANDLERS`` over ``DOWNLOAD_HANDLERS_BASE``); a scheme
-    switched off (``None``) is left out."""
-    from scrapy.utils.misc import load_object
-    from scrapy.utils.python import global_object_name
-
-    merged = settings.getwithbase("DOWNLOAD_HANDLERS")
-    others = {}
     for scheme in HTTP_SCHEMES:
         handler = merged.get(scheme)
         if handler is None:
@@ -148,6 +126,24 @@ def other_http_handlers(settings: BaseSettings) -> dict[str, str]:
             cls = load_object(handler) if isinstance(handler, str) else handler
         except (ImportError, NameError, ValueError):  # the downloader reports it; not ours
             cls = None
-        if not (isinstance(cls, type) and issubclass(cls, PoliteHTTP11DownloadHandler)):
-            others[scheme] = handler if isinstance(handler, str) else global_object_name(handler)
-    return others
+        yield scheme, handler, cls if isinstance(cls, type) else None
+
+
+def twisted_http_schemes(settings: BaseSettings) -> frozenset[str]:
+    """The ``http``/``https`` schemes downloaded by Scrapy's Twisted HTTP/1.1 handler (or
+    ours, built on it): the ones whose host names Twisted judges
+    (:func:`scrapy_irl.hosts.names.refused_by_twisted`). A browser or other handler may
+    fetch what Twisted refuses, so its URLs keep the usual path."""
+    return frozenset(scheme for scheme, _, cls in _http_handlers(settings)
+                     if cls is not None and issubclass(cls, HTTP11DownloadHandler))  # fmt: skip
+
+
+def other_http_handlers(settings: BaseSettings) -> dict[str, str]:
+    """The ``http``/``https`` handlers in use that are not ours (scheme: import path)."""
+    from scrapy.utils.python import global_object_name
+
+    return {
+        scheme: handler if isinstance(handler, str) else global_object_name(handler)
+        for scheme, handler, cls in _http_handlers(settings)
+        if not (cls is not None and issubclass(cls, PoliteHTTP11DownloadHandler))
+    }
