@@ -33,6 +33,8 @@ SPIDER_MIDDLEWARES = {
 }
 #: The crawl report's sampler, listed for a crawl with a JOBDIR.
 SAMPLER = "scrapy_irl.report.sampler.StatsSampler"
+STOCK_SPIDER_STATE = "scrapy.extensions.spiderstate.SpiderState"
+SPIDER_STATE = "scrapy_irl.spiderstate.CrashSafeSpiderState"
 #: Scrapy's HTTP handler, swapped for ours (which leaves re-sending to the scheduler).
 STOCK_HTTP_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
 
@@ -68,6 +70,12 @@ class Addon:
             # ``scrapy irl-report JOBDIR`` reads its samples (JOBDIR/irl, the job's own);
             # without a JOBDIR they would go to the current directory, unasked.
             settings.set_in_component_priority_dict("EXTENSIONS", _load(SAMPLER), 0)
+        extensions = _placed(settings, "EXTENSIONS")
+        if not extensions & {STOCK_SPIDER_STATE, SPIDER_STATE}:
+            # Scrapy's rewrites spider.state in place at close: a kill then leaves it
+            # truncated. Ours writes it atomically, at the same place in the order.
+            settings.set_in_component_priority_dict("EXTENSIONS", _load(STOCK_SPIDER_STATE), None)
+            settings.set_in_component_priority_dict("EXTENSIONS", _load(SPIDER_STATE), 0)
         middlewares = _placed(settings, "DOWNLOADER_MIDDLEWARES")
         if STOCK_ROBOTS not in middlewares:  # the project did not place it itself
             settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(STOCK_ROBOTS), None)

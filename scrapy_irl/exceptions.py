@@ -36,6 +36,11 @@ class FrontierCorruptionError(IrlError):
     """A BEAST queue file or its STATE failed validation (bad checksum, impossible cursor)."""
 
 
+class SpiderStateError(IrlError):
+    """``JOBDIR/spider.state`` exists but cannot be read back as a pickle (truncated or
+    overwritten): refused before the crawl starts rather than run with an empty state."""
+
+
 class StoreAccessError(IrlError):
     """A store's file cannot be opened, read or written (a directory where a file should
     be, no permission, a full disk): the operating system refused, so nothing is damaged

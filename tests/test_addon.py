@@ -191,3 +191,16 @@ def test_per_domain_concurrency_is_raised_to_the_global_limit_unless_higher():
     assert build({}).getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 16  # Scrapy's default global
     assert build({"CONCURRENT_REQUESTS": 4, "CONCURRENT_REQUESTS_PER_DOMAIN": 100}).getint(
         "CONCURRENT_REQUESTS_PER_DOMAIN") == 100  # fmt: skip
+
+
+def test_spider_state_is_saved_by_the_crash_safe_extension_unless_the_project_chose():
+    """Scrapy's SpiderState rewrites JOBDIR/spider.state in place (a kill at close leaves
+    it truncated); the add-on puts ours at its place, and leaves a project's choice."""
+    from scrapy_irl.addon import SPIDER_STATE, STOCK_SPIDER_STATE
+
+    built = enabled(build({}), "EXTENSIONS")
+    assert SPIDER_STATE in built and STOCK_SPIDER_STATE not in built
+    # the project's choice of either one is kept: switched off, ours leaves Scrapy's on
+    for choice in ({STOCK_SPIDER_STATE: 0}, {SPIDER_STATE: None}):
+        built = enabled(build({"EXTENSIONS": choice}), "EXTENSIONS")
+        assert STOCK_SPIDER_STATE in built and SPIDER_STATE not in built
