@@ -90,6 +90,10 @@ BAD_VALUES = [
     ("IRL_FRONTIER_DIR", 5, _scheduler),
     ("IRL_FRONTIER_DIR", ["a"], _scheduler),
     ("IRL_BUDGET_BASE", -1, _scheduler),
+    # read by the download handler, which Scrapy builds at the first request: until
+    # 2026-11-27 every request then failed ("Unsupported URL scheme 'http'")
+    ("IRL_KEEPALIVE_MAX_IDLE", 0, _scheduler),
+    ("IRL_KEEPALIVE_MAX_IDLE", "abc", _scheduler),
     ("IRL_SESSION_PARAMS", ["sid", 5], _scheduler),
     ("IRL_HOSTS_DIR", 5, _hosts),
     ("IRL_HOSTS_DIR", ["a"], _hosts),

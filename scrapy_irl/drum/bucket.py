@@ -216,7 +216,8 @@ class Bucket:
         tail or a surplus aux frame is damage, refused without cutting anything.
         """
         kv_data = _read(self.kv_path)
-        kv_scan = scan_frames(kv_data, MAGIC_KV, str(self.kv_path))
+        kv_scan = scan_frames(kv_data, MAGIC_KV, str(self.kv_path),
+                              record_size=self.record_dtype.itemsize)  # fmt: skip
         dropped = 0
         keep_frames = len(kv_scan.frames)
         aux_torn = 0
@@ -287,7 +288,8 @@ class Bucket:
         """All records on disk in FIFO order (call :meth:`write_out` first)."""
         data = _read(self.kv_path)
         self.bytes_read += len(data)
-        scan = scan_frames(data, MAGIC_KV, str(self.kv_path))
+        scan = scan_frames(data, MAGIC_KV, str(self.kv_path),
+                           record_size=self.record_dtype.itemsize)  # fmt: skip
         if scan.torn_bytes:
             raise DrumCorruptionError(
                 f"{self.kv_path}: {scan.torn_bytes} trailing bytes after the last frame"

@@ -93,15 +93,21 @@ class FrameScan:
         self.torn_bytes = torn_bytes
 
 
-def scan_frames(data: bytes, magic: bytes, name: str, *, aux_layout: bool = False) -> FrameScan:
+def scan_frames(data: bytes, magic: bytes, name: str, *, aux_layout: bool = False,
+                record_size: int | None = None) -> FrameScan:  # fmt: skip
     """Parse every frame in ``data``; raise on corruption, report a torn tail.
 
     A tail shorter than its header or payload claims is what a kill during ``write()``
     leaves behind (or, after power loss, a zero-filled tail), so it is reported as torn.
     A complete frame with a wrong magic or checksum cannot come from a crash: it raises
-    :class:`~scrapy_irl.exceptions.DrumCorruptionError` naming the file and offset.
+    :class:`~scrapy_irl.exceptions.DrumCorruptionError` naming the file and offset. So
+    does a header whose length a crash cannot explain: not ``count x record_size`` for
+    fixed-size records, or longer than the whole frame its length table and checksum
+    vouch for (``aux_layout``), which would otherwise read as a torn tail and cut every
+    frame after it.
     """
-    return _scan(io.BytesIO(data), magic, name, keep_payload=True, aux_layout=aux_layout)
+    return _scan(io.BytesIO(data), magic, name, keep_payload=True, aux_layout=aux_layout,
+                 record_size=record_size)  # fmt: skip
 
 
 def scan_frames_streaming(
@@ -116,9 +122,10 @@ def scan_frames_streaming(
 
 
 def _scan(handle: BinaryIO, magic: bytes, name: str, *, keep_payload: bool,
-          aux_layout: bool = False) -> FrameScan:  # fmt: skip
-    """The checksum covers the payload only, so a frame's record count is checked where
-    the payload can vouch for it: ``aux_layout`` payloads (aux frames, BEAST's queues)
+          aux_layout: bool = False, record_size: int | None = None) -> FrameScan:  # fmt: skip
+    """The checksum covers the payload only, so a frame's record count and length are
+    checked where something else can vouch for them: fixed-size records (``record_size``)
+    fix the length from the count; ``aux_layout`` payloads (aux frames, BEAST's queues)
     start with one length per record, which must add up to the rest."""
     from scrapy_irl.exceptions import DrumCorruptionError
 
@@ -136,8 +143,19 @@ def _scan(handle: BinaryIO, magic: bytes, name: str, *, keep_payload: bool,
             raise DrumCorruptionError(
                 f"{name}: bad frame magic {got_magic!r} at offset {pos} (expected {magic!r})"
             )
+        if record_size is not None and length != count * record_size:
+            raise DrumCorruptionError(
+                f"{name}: the frame at offset {pos} claims {count} records of "
+                f"{record_size} bytes in {length} bytes (damaged header)"
+            )
         payload = handle.read(length)
         if len(payload) < length:
+            if aux_layout and _whole_frame_inside(payload, count, crc):
+                raise DrumCorruptionError(
+                    f"{name}: the frame at offset {pos} claims {length} bytes, but its "
+                    "records and checksum make a whole frame of fewer (damaged header, "
+                    "not a torn write)"
+                )
             break
         if zlib.crc32(payload) != crc:
             raise DrumCorruptionError(
@@ -160,6 +178,17 @@ def _lengths_add_up(payload: bytes, count: int) -> bool:
         return False
     lengths = np.frombuffer(payload, dtype="<u4", count=count)
     return int(lengths.sum(dtype=np.int64)) == len(payload) - head
+
+
+def _whole_frame_inside(payload: bytes, count: int, crc: int) -> bool:
+    """Whether the bytes after a header, too few for the length it claims, start with a
+    whole frame of ``count`` records (by its length table) whose checksum matches: the
+    length field was damaged, since a torn write never holds the whole payload."""
+    head = 4 * count
+    if len(payload) < head:
+        return False
+    size = head + int(np.frombuffer(payload, dtype="<u4", count=count).sum(dtype=np.int64))
+    return size <= len(payload) and zlib.crc32(payload[:size]) == crc
 
 
 def _rest_is_zero(handle: BinaryIO, chunk: int = 1 << 20) -> bool:

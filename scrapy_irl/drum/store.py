@@ -503,6 +503,8 @@ class Drum:
         Timed write-outs grow bucket files too (buffers may never fill up when tuples
         trickle in), so a bucket that reaches r here triggers the merge as well.
         """
+        if self._closed:
+            raise DrumError("DRUM store is closed")
         written = 0
         for bucket in self._buckets:
             written += bucket.write_out()
@@ -534,6 +536,8 @@ class Drum:
         """
         if not self.sync_index:
             raise DrumError("contains() needs a store opened with sync_index=True")
+        if self._closed:
+            raise DrumError("DRUM store is closed")
         stats = self.stats
         stats.sync_lookups += 1
         if key.__class__ is not int:
@@ -552,6 +556,8 @@ class Drum:
         Scrapy's synchronous ``request_seen``; batch callers should use :meth:`submit`.
         It is the hot path of a crawl, hence written out flat.
         """
+        if self._closed:  # before the RAM sets, which still answer after close
+            raise DrumError("DRUM store is closed")
         stats = self.stats
         stats.sync_lookups += 1
         if key.__class__ is not int:  # numpy integers (to_bytes below needs an int)
@@ -567,11 +573,7 @@ class Drum:
         except (IndexError, TypeError, AttributeError):  # e.g. a key >= 2**64: past the buckets
             if not self.sync_index:
                 raise DrumError("check_update_sync() needs a store opened with sync_index=True") from None
-            if self._closed:
-                raise DrumError("DRUM store is closed") from None
             raise DrumError(f"key must be an unsigned 64-bit integer, got {key!r}") from None
-        if self._closed:
-            raise DrumError("DRUM store is closed")
         if key < 0:
             raise DrumError(f"key must be an unsigned 64-bit integer, got {key!r}")
         bucket = self._buckets[key >> self._shift]
@@ -795,7 +797,8 @@ class Drum:
         assert self.on_results is not None
         path = self.path / f"res.{epoch:010d}.drum"
         data = path.read_bytes() if path.exists() else b""
-        scan = scan_frames(data, MAGIC_RESULT, str(path))
+        scan = scan_frames(data, MAGIC_RESULT, str(path),
+                           record_size=self._result_dtype.itemsize)  # fmt: skip
         if scan.torn_bytes or len(scan.frames) != self.k:
             raise DrumCorruptionError(
                 f"{path}: expected {self.k} complete result frames, found {len(scan.frames)}"

@@ -51,12 +51,18 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
         # and Node after 5 s, nginx 75 s), and a request written as it closes fails
         # unanswered (a retry, and the host backed off as if down). At politeness
         # delays most reuses come seconds later: closing first avoids the race.
-        pool.cachedConnectionTimeout = config.getfloat(
-            crawler.settings, "IRL_KEEPALIVE_MAX_IDLE", above=0)  # fmt: skip
+        pool.cachedConnectionTimeout = keepalive_max_idle(crawler.settings)
 
     async def download_request(self, request: Request) -> Response:
         with retryable_transmission_failure():
             return await super().download_request(request)
+
+
+def keepalive_max_idle(settings: BaseSettings) -> float:
+    """``IRL_KEEPALIVE_MAX_IDLE``, checked. Scrapy builds download handlers at the first
+    request of their scheme, so the scheduler also reads it when it is created: a bad
+    value stops the crawl at start-up instead of failing every request."""
+    return config.getfloat(settings, "IRL_KEEPALIVE_MAX_IDLE", above=0)
 
 
 def _pooling_only_reusable(put: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:

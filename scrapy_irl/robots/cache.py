@@ -104,6 +104,8 @@ class CachedRobots:
         """Seconds between requests asked by Crawl-delay or Request-rate (the larger)."""
         delays: list[float] = []
         crawl_delay = getattr(self.rules, "crawl_delay", None)
+        if crawl_delay is None:  # a wrapper with Protego as .rp (docs/robots.rst's Rules)
+            crawl_delay = getattr(getattr(self.rules, "rp", None), "crawl_delay", None)
         if crawl_delay is not None:
             value = _safe_call(crawl_delay, user_agent)
             if value is not None:

@@ -84,8 +84,10 @@ def check_settings(settings: Any) -> None:
     they failed after the frontier directory had been locked and partly written, with a
     message naming no setting (``buckets must be a power of two``). The same readers
     build the stores, so the check and the build cannot disagree."""
+    from scrapy_irl.hosts.download import keepalive_max_idle
     from scrapy_irl.hosts.middleware import dns_options
 
+    keepalive_max_idle(settings)  # read by the download handler, built at the first request
     beast_options(settings)
     urlseen_options(settings)
     star_cache_entries(settings)

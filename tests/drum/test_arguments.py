@@ -132,3 +132,18 @@ def test_a_closed_store_refuses_to_deliver(tmp_path) -> None:
     drum.close()  # twice is fine
     with pytest.raises(DrumError, match="closed"):
         drum.deliver()
+
+
+def test_every_call_after_close_raises(tmp_path) -> None:
+    """docs/drum.rst: "close() twice is harmless; any other call after it raises". An API
+    probe (2026-11-27) found write_out() returning 0, contains() of an absent key raising
+    AttributeError, and contains()/check_update_sync() of a key still in the RAM sets
+    answering True after close."""
+    drum = Drum(tmp_path, sync_index=True)
+    assert drum.check_update_sync(7) is False  # pending, in the newest keys' set
+    drum.close()
+    drum.close()
+    for call in (drum.write_out, lambda: drum.contains(7), lambda: drum.contains(8),
+                 lambda: drum.check_update_sync(7), lambda: drum.check_update_sync(8)):  # fmt: skip
+        with pytest.raises(DrumError, match="closed"):
+            call()

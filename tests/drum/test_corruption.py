@@ -238,3 +238,67 @@ def test_a_cut_key_file_of_an_epoch_owing_results_is_refused_not_cut(tmp_path: P
     with pytest.raises(DrumCorruptionError, match="results still owed"):
         reopen(tmp_path)
     assert owed.read_bytes() == before
+
+
+def _frame_offsets(data: bytes) -> list[int]:
+    """Where each frame header starts (walking the length fields of an intact file)."""
+    from scrapy_irl.drum.records import FRAME_HEADER
+
+    offsets, pos = [], 0
+    while pos < len(data):
+        offsets.append(pos)
+        pos += FRAME_HEADER.size + FRAME_HEADER.unpack_from(data, pos)[2]
+    return offsets
+
+
+def _flip_length(path: Path, frame: int) -> bytes:
+    data = bytearray(path.read_bytes())
+    data[_frame_offsets(bytes(data))[frame] + 10] ^= 0x5A  # third byte of the length
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_a_damaged_length_in_an_early_key_frame_is_refused_not_cut(tmp_path: Path) -> None:
+    """Found by an API probe (2026-11-27): a flipped bit in the first frame's length made
+    the rest of the file look like one torn frame, and open cut all five frames (50 keys
+    of the dupefilter's URLseen gone, reported as 10 torn tuples). Fixed-size records fix
+    the length from the count: a header that disagrees is damage."""
+    drum = Drum(tmp_path, buckets=1, store_aux=False)
+    for frame in range(5):
+        for k in range(frame * 10, frame * 10 + 10):
+            drum.check_update(spread(k))
+        drum.write_out()
+    drum.close()
+    kv = only(tmp_path, "bucket-0000.*.kv.drum")
+    damaged = _flip_length(kv, 0)
+    with pytest.raises(DrumCorruptionError, match="damaged header"):
+        Drum(tmp_path, buckets=1, store_aux=False)
+    assert kv.read_bytes() == damaged  # nothing cut
+
+
+def test_a_damaged_length_in_the_last_aux_frame_is_refused_not_dropped(tmp_path: Path) -> None:
+    """The last aux frame with an inflated length read as a batch torn by a kill, and its
+    tuples were dropped although their key frame was whole: the aux frame's length table
+    and checksum show the frame is all there."""
+    build(tmp_path)
+    aux = only(tmp_path, "bucket-0000.*.aux.drum")
+    damaged = _flip_length(aux, -1)
+    with pytest.raises(DrumCorruptionError, match="not a torn write"):
+        reopen(tmp_path)
+    assert aux.read_bytes() == damaged
+
+
+def test_a_damaged_length_inside_a_queue_file_is_not_a_torn_tail() -> None:
+    """BEAST's queue files use the aux layout with no key file to cross-check: a middle
+    frame's inflated length would have cut every frame after it as a torn tail."""
+    from scrapy_irl.drum.records import encode_aux, encode_frame
+
+    frames = [encode_frame(MAGIC_AUX, 3, encode_aux([b"a" * i, b"bb", b"c"])) for i in range(4)]
+    data = bytearray(b"".join(frames))
+    data[_frame_offsets(bytes(data))[1] + 10] ^= 0x5A
+    with pytest.raises(DrumCorruptionError, match="not a torn write"):
+        scan_frames(bytes(data), MAGIC_AUX, "queue", aux_layout=True)
+    # a real torn write of the last frame is still a torn tail
+    whole = b"".join(frames)
+    scan = scan_frames(whole[:-3], MAGIC_AUX, "queue", aux_layout=True)
+    assert len(scan.frames) == 3 and scan.torn_bytes == len(frames[-1]) - 3

@@ -49,3 +49,29 @@ def test_a_damaged_store_is_read_once_per_record_and_logged_in_a_few_lines(tmp_p
     assert "may be damaged" in warnings[-1] and "irl_robots/cache/corrupt_record" in warnings[-1]
     store._db = real
     store.close()
+
+
+def test_crawl_delay_is_read_through_a_protego_wrapper_as_request_rate_is():
+    """docs/robots.rst's ``Rules`` wrapper keeps Protego as ``.rp``: Request-rate was read
+    through it but Crawl-delay was not (None for ``Crawl-delay: 5``; found by an API
+    probe, 2026-11-27)."""
+    from protego import Protego
+
+    from scrapy_irl.hosts import RobotsKind, RobotsRecord
+    from scrapy_irl.robots.cache import CachedRobots
+
+    class Rules:
+        def __init__(self, body: bytes) -> None:
+            self.rp = Protego.parse(body.decode())
+
+        def allowed(self, url, user_agent) -> bool:
+            return self.rp.can_fetch(url, user_agent)
+
+    def delay(body: bytes) -> float | None:
+        record = RobotsRecord(RobotsKind.RULES, 200, 0.0, 0.0, 1.0, 0, body)
+        return CachedRobots(record, Rules(body)).crawl_delay("bot")
+
+    assert delay(b"User-agent: *\nCrawl-delay: 5\n") == 5.0
+    assert delay(b"User-agent: *\nCrawl-delay: 30\nRequest-rate: 2/20\n") == 30.0
+    assert delay(b"User-agent: *\nRequest-rate: 2/20\n") == 10.0
+    assert delay(b"User-agent: *\nDisallow: /x\n") is None
