@@ -485,3 +485,76 @@ def test_user_info_urls_of_a_working_host_do_not_back_it_off(tmp_path: Path) -> 
     assert "irl_sched/backoff/no_answer" not in stats
     assert [path for _, _, path in site.log].count("/robots.txt") == 1
     assert took < 20, took  # bounded by CLOSESPIDER_TIMEOUT (30 s) otherwise
+
+
+class _FtpGreeter:
+    """A TCP listener on loopback that logs when each connection arrives and refuses its
+    FTP login (the download fails; only the timing matters)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.arrivals: list[float] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        deadline = time.monotonic() + 120  # bounded, whatever the test does
+        while not self.stopping.is_set() and time.monotonic() < deadline:
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.arrivals.append(time.monotonic())
+            with conn:  # refuse the login: Twisted's FTP client then fails the download
+                conn.settimeout(5)
+                try:
+                    conn.sendall(b"220 ready\r\n")
+                    conn.recv(512)  # USER anonymous
+                    conn.sendall(b"530 Login incorrect.\r\n")
+                    conn.recv(512)  # until the client closes
+                except OSError:
+                    pass
+
+    def __enter__(self) -> _FtpGreeter:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+def test_ftp_links_wait_for_their_hosts_turn(tmp_path: Path) -> None:
+    """ftp: URLs have a server too: until 2026-11-27 they went to the downloader at once,
+    outside both heaps (a probe saw 13 ftp:// links of one page reach the server within
+    1 ms). They are now timed like any request to their host; robots.txt is not read for
+    them (http(s) only)."""
+    with _FtpGreeter() as server:
+        stats = crawl([{"url": f"ftp://127.0.0.1:{server.port}/file{n}"} for n in range(4)],
+                      tmp_path, IRL_HOST_DELAY=0.4, IRL_HOST_DELAY_MIN=0.4,
+                      ROBOTSTXT_OBEY=True)  # fmt: skip
+        arrivals = list(server.arrivals)
+    assert len(arrivals) == 4, (arrivals, stats)
+    assert min(later - earlier for earlier, later in pairwise(arrivals)) >= 0.4
+    assert stats["irl_sched/robots_other_scheme"] == 4
+    assert stats["irl_robots/other_scheme"] == 4  # the middleware does not fetch one either
+    assert "robotstxt/request_count" not in stats
+    assert "irl_sched/no_host" not in stats
+    assert sum(v for k, v in stats.items() if k.startswith("listed/errback/")) == 4
+
+
+def test_schemes_without_a_server_or_a_handler_skip_the_heaps() -> None:
+    from scrapy.settings import Settings
+
+    from scrapy_irl.hosts.download import polite_schemes
+    from scrapy_irl.scheduler.items import without_host
+
+    polite = polite_schemes(Settings({"DOWNLOAD_HANDLERS": {"ftp": None, "gopher": "x.Y"}}))
+    assert {"http", "https", "gopher"} <= polite
+    assert not polite & {"data", "file", "s3", "ftp"}
+    assert without_host("ftp", "h.test", polite) and without_host("htp", "h.test", polite)
+    assert not without_host("gopher", "h.test", polite)
+    assert without_host("http", "", polite)
