@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from scrapy_irl.report.sampler import PLD_FILE, STATS_FILE
+
+logger = logging.getLogger(__name__)
 
 PAGES = "response_received_count"
 UNIQUE = "irl_sched/unique"
@@ -107,8 +110,14 @@ def read_samples(path: Path | str) -> Samples:
     return out
 
 
+PLD_COUNTS = ("indegree", "budget", "admitted")
+
+
 def read_pld_table(path: Path | str) -> list[dict[str, Any]]:
-    """Rows of ``pld_table.json`` (empty when absent or unreadable)."""
+    """Rows of ``pld_table.json`` (empty when absent or unreadable), each with a ``pld``
+    string and whole non-negative ``indegree``, ``budget`` and ``admitted`` (0 when
+    missing). A row that is not one (``"indegree": "many"``, a null budget, a hand edit)
+    is skipped with a warning: it used to stop ``irl-report`` with a traceback."""
     try:
         rows = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -117,15 +126,29 @@ def read_pld_table(path: Path | str) -> list[dict[str, Any]]:
         return []
     good = []
     for r in rows:
-        if isinstance(r, dict) and "pld" in r:
-            good.append(r)
-        elif (
-            isinstance(r, (list, tuple)) and len(r) == 4
-        ):  # (pld, indegree, budget, admitted)
-            good.append(
-                dict(zip(("pld", "indegree", "budget", "admitted"), r, strict=True))
-            )
+        if isinstance(r, (list, tuple)) and len(r) == 4:  # (pld, indegree, budget, admitted)
+            r = dict(zip(("pld", *PLD_COUNTS), r, strict=True))
+        row = _pld_row(r)
+        if row is not None:
+            good.append(row)
+    if len(good) < len(rows):
+        logger.warning("%s: skipped %d row(s) that are not a PLD with whole counts",
+                       path, len(rows) - len(good))  # fmt: skip
     return good
+
+
+def _pld_row(row: Any) -> dict[str, Any] | None:
+    if not isinstance(row, dict) or not isinstance(row.get("pld"), str):
+        return None
+    clean = dict(row)
+    for key in PLD_COUNTS:
+        value = row.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if not math.isfinite(value) or value < 0 or value != int(value):
+            return None
+        clean[key] = int(value)
+    return clean
 
 
 # -- series --------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from scrapy_irl.simweb.config import WebConfig
 logger = logging.getLogger(__name__)
 
 HEADER = "# simweb-log v1 "
+#: What reading the log with ``errors="replace"`` puts for a byte that is not UTF-8.
+REPLACED = "\ufffd"
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,12 @@ class LogRecord:
     @classmethod
     def parse(cls, line: str) -> LogRecord:
         """One request line; a ValueError for anything the server cannot have written,
-        including a NaN or infinite time (it would sort anywhere and poison every gap)."""
+        including a NaN or infinite time (it would sort anywhere and poison every gap) and
+        U+FFFD, which :func:`read_log` puts for bytes that are not UTF-8: the server decodes
+        requests as Latin-1 and writes UTF-8, so it never writes one (until 2026-11-27 such
+        a line counted as a request to a host that does not exist)."""
+        if REPLACED in line:
+            raise ValueError(f"damaged bytes in {line[:200]!r}")
         start, ip, host, target, status, nbytes, duration = line.rstrip("\n").split(
             "\t"
         )

@@ -377,3 +377,28 @@ def test_a_crawl_refused_before_its_spider_opened_samples_nothing(tmp_path: Path
     refused.spider_closed(reason="shutdown")  # no spider_opened before it
     assert live.read_text() == '{"t": 0.0, "time": 1.0, "run": "live", "stats": {"a": 1}}\n'
     assert not (job / "irl" / "pld_table.json").exists()
+
+
+def test_damaged_rows_of_the_pld_table_are_skipped_not_fatal(tmp_path: Path, caplog) -> None:
+    """A row with a count that is not a whole number (``"indegree": "many"``, a null
+    budget) stopped ``irl-report`` with ``ValueError: invalid literal for int()`` (found
+    by a probe, 2026-11-27); it is skipped with a warning, the good rows are reported."""
+    data = tmp_path / "data"
+    write_synthetic(data)
+    rows = [
+        {"pld": "good.org", "indegree": 9, "budget": 4, "admitted": 3},
+        {"pld": "many.org", "indegree": "many", "budget": 4, "admitted": 3},
+        {"pld": "null.org", "indegree": 2, "budget": None, "admitted": 1},
+        {"pld": "neg.org", "indegree": -1, "budget": 1, "admitted": 1},
+        {"pld": "nan.org", "indegree": 1.5, "budget": 1, "admitted": 1},
+        {"pld": 7, "indegree": 1, "budget": 1, "admitted": 1},
+        ["tuple.org", 5, 2, 2.0],
+        "garbage",
+    ]
+    (data / "pld_table.json").write_text(json.dumps(rows))
+    table = render.read_pld_table(data / "pld_table.json")
+    assert [(r["pld"], r["indegree"], r["budget"], r["admitted"]) for r in table] == [
+        ("good.org", 9, 4, 3), ("tuple.org", 5, 2, 2)]  # fmt: skip
+    assert "skipped 6 row(s)" in caplog.text
+    index = render.build_report(data, tmp_path / "out")
+    assert "good.org" in index.read_text() and "many.org" not in index.read_text()

@@ -278,3 +278,20 @@ def test_cli_json_prints_an_overflowing_number_as_null(
     assert main([str(log), "--json"]) == 0
     out = _strict(capsys.readouterr().out)
     assert out["requests"] == 2 and out["duration_s"] is None
+
+
+def test_a_line_with_bytes_that_are_not_utf8_is_skipped_and_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], web: Web
+) -> None:
+    """The server writes UTF-8 only; a damaged byte in a line's host was read as U+FFFD
+    and counted as a request to a host of no web (found by a probe, 2026-11-27). A host
+    written with Latin-1 characters, which the server can log, still counts."""
+    log = _log(tmp_path, web, ["5.0", "6.0", "7.0"])
+    lines = log.read_bytes().split(b"\n")
+    ip, host = lines[2].split(b"\t")[1:3]
+    lines[2] = lines[2].replace(host, host[:3] + b"\xff\xfe" + host[3:])
+    lines.insert(3, b"6.5\t" + ip + b"\t" + "caf\u00e9.test".encode() + b"\t/\t404\t0\t0.001")
+    log.write_bytes(b"\n".join(lines))
+    assert main([str(log), "--json"]) == 0
+    out = _strict(capsys.readouterr().out)
+    assert out["requests"] == 3 and out["skipped_lines"] == 1

@@ -653,3 +653,27 @@ def test_a_huge_content_length_in_a_payload_does_not_stop_the_writer(tmp_path: P
     recovered = _recover_bytes(tmp_path, bytes(damaged), gzip=False)
     assert recovered.set_aside and recovered.final_path.read_bytes() == bytes(damaged)
     assert kept < len(data)  # (the next pair, intact, is why)
+
+
+def test_a_record_torn_among_the_warc_records_it_quotes_is_cut_not_set_aside(tmp_path: Path):
+    """The kill tore a crawled uncompressed .warc in the middle of its quoted records: they
+    run complete up to a quoted record torn by the same cut, which looked like intact
+    records after damage, and the file was set aside (found by a probe, 2026-11-27)."""
+    quoted_dir = tmp_path / "quoted"
+    with RotatingWarcWriter(quoted_dir, "q", 10**9, gzip=False, clock=clock) as quoted_writer:
+        for n in range(6):
+            quoted_writer.write(*pair(quoted_writer, f"http://q.example/{n}", os.urandom(3000)))
+    [quoted_file] = warc_files(quoted_dir)
+    quoted = quoted_file.read_bytes()
+    model = RotatingWarcWriter(tmp_path / "model", "t", 10**9, gzip=False,
+                               clock=lambda: 1_577_836_800.0)  # the name _recover_bytes gives
+    model._open_new()
+    for record in pair(model, "http://a.example/1", b"x" * 300):
+        model.write(record)
+    kept = model._size
+    model.write(pair(model, "http://a.example/archive.warc", quoted)[0])
+    data = model.current_path.read_bytes()
+    model._abandon()
+    cut = kept + (len(data) - kept) * 6 // 10  # inside the fourth quoted record or so
+    recovered = _recover_bytes(tmp_path, data[:cut], gzip=False)
+    assert not recovered.set_aside and recovered.final_path.read_bytes() == data[:kept]
