@@ -222,3 +222,28 @@ def test_the_simweb_argument_is_read_as_a_switch(tmp_path):
         BroadSpider(simweb="0")
     with pytest.raises(ValueError, match="simweb='maybe'"):
         BroadSpider(simweb="maybe", start_urls=urls)
+
+
+@pytest.mark.slow
+def test_a_jobdir_killed_before_its_port_file_starts_afresh_when_its_frontier_is_empty(
+    tmp_path: Path,
+) -> None:
+    """A kill between the frontier's creation and ``simweb.port``'s write left a JOBDIR
+    that every later start refused (found by a kill -9 probe, 2026-11-27), though no
+    queued URL named the lost port. An empty frontier now starts afresh on a free port."""
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_irl.scheduler import IrlScheduler
+
+    crawler = get_crawler(Spider, settings_dict={"JOBDIR": str(tmp_path / "job")})
+    crawler.spider = crawler._create_spider("broad")
+    frontier = IrlScheduler.from_crawler(crawler)
+    frontier.open(crawler.spider)  # the frontier exists, holds nothing; no port file
+    frontier.close("killed")
+    assert not (tmp_path / "job" / "simweb.port").exists()
+    proc = run_broad(tmp_path, "-s", "CLOSESPIDER_PAGECOUNT=10")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "simweb.port is missing" not in proc.stderr
+    assert "'downloader/response_count'" in proc.stderr
+    assert (tmp_path / "job" / "simweb.port").exists()

@@ -248,11 +248,10 @@ class RobotsGate:
         self._hand_out_now(item, request)
 
     def _hand_out_now(self, item: Any, request: Request) -> None:
-        """``item`` leaves the frontier; its ``request`` goes to the engine at the next
+        """``item`` leaves the frontier when its ``request`` goes to the engine, at the next
         ``next_request``, outside the heaps, for a downloader middleware to fail (it
         reaches no server)."""
-        self._release(item)
-        self._direct.append(request)
+        self._queue_direct(request, item)
         self._wake_engine()
 
     def _hold_for_robots(self, record: Any, item: Any, host: str) -> None:

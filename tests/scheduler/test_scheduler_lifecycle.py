@@ -539,3 +539,62 @@ def test_the_idle_host_scan_runs_less_often_as_the_host_table_grows(tmp_path: Pa
     assert scans == [2000.0, 2004.0, 2008.0, 2012.0, 2016.0]
     sched.polite.hosts.clear()
     sched.close("finished")
+
+
+def test_a_refused_record_stays_owed_until_next_request_hands_it_out(tmp_path: Path):
+    """A URL refused by robots.txt (or of a dead name) waits in RAM for the engine's next
+    ``next_request``; a closing spider does not ask for seconds. Its BEAST record was
+    released when it was queued, the next save wrote it as finished, and a kill then lost
+    it: a kill -9 probe lost 15-31 such URLs in 6 of 8 Ctrl-C-then-kill runs (2026-11-27).
+    Now a kill before the hand-out leaves it in the frontier; after the hand-out it is gone."""
+    import shutil
+    from unittest import mock
+
+    from scrapy_irl.scheduler.codec import record_url
+    from scrapy_irl.scheduler.items import Held
+
+    def frontier_urls(directory: Path) -> set[str]:
+        resumed = opened(JOBDIR=str(directory))
+        urls = set()
+        while (got := resumed.beast.pop()) is not None:
+            urls.add(record_url(got[0]))
+        resumed.close("finished")
+        return urls
+
+    sched = opened(JOBDIR=str(tmp_path / "job"))
+    fill(sched, 3)
+    sched.crawler.engine = mock.MagicMock()
+    record, token = sched.beast.pop()
+    url = record_url(record)
+    sched._hand_out_now(Held(record, token), sched._request_of(record))
+    sched.beast.save()
+    shutil.copytree(tmp_path / "job", tmp_path / "killed_before")  # a kill -9 here
+    assert url in frontier_urls(tmp_path / "killed_before")
+    assert sched.next_request().url == url
+    sched.beast.save()
+    shutil.copytree(tmp_path / "job", tmp_path / "killed_after")
+    assert url not in frontier_urls(tmp_path / "killed_after")
+    assert len(frontier_urls(tmp_path / "killed_after")) == 2
+    sched.close("finished")
+
+
+def test_a_refused_record_waiting_at_a_graceful_stop_is_saved_once(tmp_path: Path):
+    """At close the waiting request goes back to BEAST and its record is released: the
+    resumed frontier holds it once, not once more as the still-owed original."""
+    from unittest import mock
+
+    from scrapy_irl.scheduler.codec import record_url
+    from scrapy_irl.scheduler.items import Held
+
+    sched = opened(JOBDIR=str(tmp_path))
+    sched.crawler.engine = mock.MagicMock()
+    fill(sched, 3)
+    record, token = sched.beast.pop()
+    sched._hand_out_now(Held(record, token), sched._request_of(record))
+    sched.close("shutdown")
+    resumed = opened(JOBDIR=str(tmp_path))
+    urls = []
+    while (got := resumed.beast.pop()) is not None:
+        urls.append(record_url(got[0]))
+    resumed.close("finished")
+    assert sorted(urls) == sorted(f"http://h{i}.example/page{i}" for i in range(3))
