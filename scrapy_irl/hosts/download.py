@@ -135,23 +135,6 @@ def _http_handlers(settings: BaseSettings) -> Iterator[tuple[str, Any, Any]]:
         yield scheme, handler, cls if isinstance(cls, type) else None
 
 
-#: Schemes whose URL host is not a server the downloader connects to: ``data:`` and
-#: ``file:`` have none, and an ``s3://bucket/key`` host is a bucket name served by the
-#: storage endpoints.
-NOT_A_SERVER_SCHEMES = frozenset({"data", "file", "s3"})
-
-
-def polite_schemes(settings: BaseSettings) -> frozenset[str]:
-    """Schemes whose URLs go through the politeness heaps: each one a download handler
-    serves (``DOWNLOAD_HANDLERS`` over ``DOWNLOAD_HANDLERS_BASE``, not switched off) and
-    whose host is the server contacted: http, https, ftp and a project's own network
-    schemes. A scheme without a handler fails in the downloader at once, as in stock
-    Scrapy, without waiting for a DNS lookup or a host's turn."""
-    merged = settings.getwithbase("DOWNLOAD_HANDLERS")
-    return frozenset(str(scheme).lower() for scheme, handler in merged.items()
-                     if handler is not None and str(scheme).lower() not in NOT_A_SERVER_SCHEMES)  # fmt: skip
-
-
 def twisted_http_schemes(settings: BaseSettings) -> frozenset[str]:
     """The ``http``/``https`` schemes downloaded by Scrapy's Twisted HTTP/1.1 handler (or
     ours, built on it): the ones whose host names Twisted judges

@@ -105,18 +105,11 @@ def robots_margin(record: Any) -> float:
     return renewal_margin(record.expires_at - record.checked_at)
 
 
-#: The schemes of :func:`without_host` when the crawl's download handlers are not known.
-HTTP_SCHEMES = frozenset({"http", "https"})
-
-
-def without_host(scheme: str, host: str, polite: frozenset[str] = HTTP_SCHEMES) -> bool:
-    """A URL the heaps do not handle: no host (``data:``, ``file:``), or a scheme not in
-    ``polite`` (:func:`scrapy_irl.hosts.download.polite_schemes`: one without a download
-    handler, a typo such as ``htp:``, ``s3:``): there is no server to be polite to, and
-    the downloader serves or rejects it. ``ftp:`` and the like are in ``polite``: until
-    2026-11-27 they skipped the heaps (a probe saw 13 ftp:// links of one page reach the
-    host's server within 1 ms, 90 ms after a page of it)."""
-    return not host or scheme not in polite
+def without_host(scheme: str, host: str) -> bool:
+    """A URL the heaps do not handle: no host (data:, file:) or a scheme other than
+    http(s) (``file:``, ``ftp:``, a typo such as ``htp:``): there is no server to be polite to,
+    and the downloader serves or rejects it."""
+    return not host or scheme not in ("http", "https")
 
 
 def host_key(hostname: str | None) -> str:

@@ -40,7 +40,7 @@ from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.exceptions import IrlError, StoreAccessError
 from scrapy_irl.tempdirs import make_temporary_directory, remove_temporary_directory
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
-from scrapy_irl.hosts.download import other_http_handlers, polite_schemes, twisted_http_schemes
+from scrapy_irl.hosts.download import other_http_handlers, twisted_http_schemes
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import ProxyRoutes
@@ -223,7 +223,6 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         # be fetched again): nothing is filtered, every request goes as if dont_filter.
         self.filtering = _class_path(settings.get("DUPEFILTER_CLASS")) != _NO_FILTER
         self._twisted_schemes = twisted_http_schemes(settings)
-        self._polite_schemes = polite_schemes(settings)
         self._told_invalid_host = False
         self._next_forget = float("-inf")  # when the next scan for idle hosts is due
         self._next_ready_count = float("-inf")  # when irl_sched/ready_hosts is next counted
@@ -810,7 +809,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             held = Held(record, token)
             parts = url_parts(record_url(record))
             host = host_key(parts.hostname)
-            if without_host(parts.scheme, host, self._polite_schemes):
+            if without_host(parts.scheme, host):
                 # Saved at a graceful stop: back to the direct queue, off the disk.
                 request = self._decode_or_drop(held)
                 if request is not None:
