@@ -332,18 +332,16 @@ def _give_final_name(path: Path, gzipped: bool, first: _Scan | None = None) -> P
     return final
 
 
-def _intact_record_after(path: Path, start: int, gzipped: bool) -> tuple[int, str] | None:
+def _intact_record_after(path: Path, start: int, gzipped: bool) -> int | None:
     """The offset of a record after ``start`` from which complete records run to the end
-    of the file (the last may be torn), and how the run ends (``"torn"`` or
-    ``"complete"``), or None.
+    of the file (the last may be torn), or None.
 
     A kill cuts the file once, inside its last record: after the torn record there is
     nothing. So intact records further on mean damage of another kind (a flipped byte, a
     hole), and they must not be cut away with it. Asking for a chain to the end, not one
     record, keeps a torn record that quotes WARC records in its payload (a crawled
-    ``.warc``) from passing for damage when the quoted text stops making records before
-    the end of the file; when the kill tore it among the quoted records, the run ends
-    torn inside the torn record's block (:func:`_one_tear_explains`).
+    ``.warc``) from passing for damage: the quoted text stops making records before the
+    end of the file.
     """
     marker = b"\x1f\x8b\x08" if gzipped else b"\r\n\r\nWARC/1."
     size = path.stat().st_size
@@ -358,43 +356,26 @@ def _intact_record_after(path: Path, start: int, gzipped: bool) -> tuple[int, st
             while found != -1 and tried < _MAX_CANDIDATES:
                 tried += 1
                 offset = base + found + (0 if gzipped else 4)
-                ending = _records_reach_the_end(path, offset, gzipped, size)
-                if ending is not None:
-                    return offset, ending
+                if _records_reach_the_end(path, offset, gzipped, size):
+                    return offset
                 found = data.find(marker, found + 1)
             carry = data[-(len(marker) - 1):]
             position += len(chunk)
     return None
 
 
-def _records_reach_the_end(path: Path, offset: int, gzipped: bool, size: int) -> str | None:
+def _records_reach_the_end(path: Path, offset: int, gzipped: bool, size: int) -> bool:
     """Whether complete records follow one another from ``offset`` to the end of the
-    file, the last one possibly torn (cut by a kill): ``"complete"`` or ``"torn"`` for
-    how the run ends, None if it does not reach the end. The first must be complete."""
+    file, the last one possibly torn (cut by a kill). The first must be complete."""
     first = True
     while offset < size:
         state, end = _record_at(path, offset, gzipped, size)
         if state == "bad" or (state == "torn" and first):
-            return None
+            return False
         if state == "torn":
-            return "torn"
+            return True
         offset, first = end, False
-    return None if first else "complete"
-
-
-def _one_tear_explains(path: Path, start: int, gzipped: bool, size: int,
-                       found: tuple[int, str]) -> bool:  # fmt: skip
-    """Whether the records found after the fault at ``start`` are text quoted inside a
-    torn record: the record at ``start`` has a whole header whose block runs past the end
-    of the file, the records found begin inside that block, and their run ends torn too.
-    One kill then explains both (a crawled ``.warc`` torn among its quoted records); a
-    run that ends with a complete record needs damage of another kind (a length digit
-    flipped so that its record seems to run past the end), and is set aside."""
-    offset, ending = found
-    if gzipped or ending != "torn":
-        return False
-    state, claimed_end = _record_at(path, start, gzipped, size)
-    return state == "torn" and offset < claimed_end
+    return not first
 
 
 #: A ``Content-Length`` longer than this many digits is no record of ours (and ``int()``
@@ -487,10 +468,10 @@ def recover_open_file(path: Path) -> RecoveredFile:
     size = path.stat().st_size
     scan = _scan(path, gzipped)
     if scan.end < size:
-        found = _intact_record_after(path, scan.end, gzipped)
-        if found is not None and not _one_tear_explains(path, scan.end, gzipped, size, found):
+        intact = _intact_record_after(path, scan.end, gzipped)
+        if intact is not None:
             aside = _set_aside(path)
-            error = f"damaged at offset {scan.end}, an intact record at {found[0]}"
+            error = f"damaged at offset {scan.end}, an intact record at {intact}"
             if scan.error:
                 error += f" ({scan.error})"
             return RecoveredFile(path, aside, scan.records, 0, error, set_aside=True)

@@ -655,10 +655,11 @@ def test_a_huge_content_length_in_a_payload_does_not_stop_the_writer(tmp_path: P
     assert kept < len(data)  # (the next pair, intact, is why)
 
 
-def test_a_record_torn_among_the_warc_records_it_quotes_is_cut_not_set_aside(tmp_path: Path):
-    """The kill tore a crawled uncompressed .warc in the middle of its quoted records: they
-    run complete up to a quoted record torn by the same cut, which looked like intact
-    records after damage, and the file was set aside (found by a probe, 2026-11-27)."""
+def test_a_record_torn_among_the_warc_records_it_quotes_is_set_aside_untouched(tmp_path: Path):
+    """Known limit (docs/warc.rst): a kill that tears a crawled uncompressed .warc among its
+    quoted records looks like damage before intact records, as a flipped length digit in
+    a torn file does; the file is set aside with every byte, never cut (found by a probe,
+    2026-11-27; cutting it was taken back after review: it also cut intact records)."""
     quoted_dir = tmp_path / "quoted"
     with RotatingWarcWriter(quoted_dir, "q", 10**9, gzip=False, clock=clock) as quoted_writer:
         for n in range(6):
@@ -676,4 +677,26 @@ def test_a_record_torn_among_the_warc_records_it_quotes_is_cut_not_set_aside(tmp
     model._abandon()
     cut = kept + (len(data) - kept) * 6 // 10  # inside the fourth quoted record or so
     recovered = _recover_bytes(tmp_path, data[:cut], gzip=False)
-    assert not recovered.set_aside and recovered.final_path.read_bytes() == data[:kept]
+    assert recovered.set_aside and recovered.final_path.read_bytes() == data[:cut]
+
+
+def test_a_flipped_length_digit_in_a_torn_file_is_set_aside_not_cut(tmp_path: Path):
+    """The reviewer's counterexample to cutting the case above: a response's
+    Content-Length made to run past the end of the file (1xxx -> 9xxx), complete records
+    after it, the last one torn by the kill. Cutting lost the complete ones."""
+    model = RotatingWarcWriter(tmp_path / "model", "t", 10**9, gzip=False,
+                               clock=lambda: 1_577_836_800.0)  # the name _recover_bytes gives
+    model._open_new()
+    starts = []
+    for n in range(3):
+        for record in pair(model, f"http://a.example/{n}", bytes([48 + n]) * 1200):
+            starts.append(model._size)
+            model.write(record)
+    data = bytearray(model.current_path.read_bytes())
+    model._abandon()
+    second_response = starts[2]
+    at = data.index(b"Content-Length: 1", second_response) + len(b"Content-Length: ")
+    data[at] = ord("9")
+    torn = bytes(data[: len(data) - 40])  # the last record cut by a kill
+    recovered = _recover_bytes(tmp_path, torn, gzip=False)
+    assert recovered.set_aside and recovered.final_path.read_bytes() == torn
