@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 #: The file name Scrapy's ``SpiderState`` uses: a JOBDIR of a crawl without the add-on
 #: resumes with it, and the other way round.
 STATE_FILE = "spider.state"
+#: Names of the temporary files of a save; a kill can leave one, removed at the next start.
+TEMPORARY_PREFIX = f".{STATE_FILE}."
 
 
 def load_state(path: Path) -> dict[str, Any] | Any:
@@ -54,15 +56,19 @@ def load_state(path: Path) -> dict[str, Any] | Any:
     except Exception as exc:  # noqa: BLE001 - unpickling can raise almost anything
         raise SpiderStateError(
             f"{path}: the saved spider.state cannot be read back ({type(exc).__name__}: "
-            f"{exc}); move it away to start this job with an empty spider.state"
+            f"{exc}): the file is damaged, or holds objects of classes this code no "
+            "longer has; move it away to start this job with an empty spider.state"
         ) from exc
 
 
 def save_state(path: Path, state: Any) -> None:
     """Write ``state`` to ``path`` so that a kill leaves either the old file or the new
-    one: a temporary file in the same directory, fsync, rename, fsync of the directory."""
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    one: a temporary file in the same directory, fsync, rename, fsync of the directory
+    (a failure of that last step is only logged: the new state is in place)."""
+    descriptor, temporary = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=path.parent)
     try:
+        # mkstemp makes it 0600; keep the old file's mode, else what open() would give
+        os.fchmod(descriptor, path.stat().st_mode & 0o777 if path.exists() else 0o644)
         with os.fdopen(descriptor, "wb") as handle:
             pickle.dump(state, handle, protocol=4)
             handle.flush()
@@ -71,11 +77,15 @@ def save_state(path: Path, state: Any) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    directory = os.open(path.parent, os.O_RDONLY)
     try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    except OSError as exc:
+        logger.warning("spider.state saved to %s, but its directory could not be synced "
+                       "(%s): a power loss may still bring back the previous one", path, exc)
 
 
 class CrashSafeSpiderState:
@@ -84,6 +94,8 @@ class CrashSafeSpiderState:
     def __init__(self, jobdir: str) -> None:
         self.path = Path(jobdir, STATE_FILE)
         self.state = load_state(self.path)
+        for leftover in self.path.parent.glob(TEMPORARY_PREFIX + "*"):  # a killed save's
+            leftover.unlink(missing_ok=True)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

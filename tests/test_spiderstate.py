@@ -108,3 +108,17 @@ def test_a_kill_during_saves_leaves_a_loadable_state(tmp_path):
             process.wait(timeout=10)
         state = load_state(path)
         assert state["round"] >= -1 and len(state["payload"]) in (0, 200_000)
+
+
+def test_a_killed_saves_temporary_file_is_removed_and_the_mode_kept(tmp_path):
+    """Review, 2026-11-27: mkstemp's 0600 replaced the file's mode, and a kill during a
+    save left its temporary file in the JOBDIR for good."""
+    path = tmp_path / STATE_FILE
+    save_state(path, {"n": 1})
+    assert path.stat().st_mode & 0o777 == 0o644
+    path.chmod(0o640)
+    save_state(path, {"n": 2})
+    assert path.stat().st_mode & 0o777 == 0o640
+    (tmp_path / f".{STATE_FILE}.abc123").write_bytes(b"half a pickle")
+    assert _extension(tmp_path).state == {"n": 2}
+    assert [p.name for p in tmp_path.iterdir()] == [STATE_FILE]
