@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import tempfile
+import re
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "spider.state"
 #: Names of the temporary files of a save; a kill can leave one, removed at the next start.
 TEMPORARY_PREFIX = f".{STATE_FILE}."
+_TEMPORARY = re.compile(re.escape(TEMPORARY_PREFIX) + r"([0-9]+)\.[0-9a-f]{8}")
 
 
 def load_state(path: Path) -> dict[str, Any] | Any:
@@ -65,11 +67,12 @@ def save_state(path: Path, state: Any) -> None:
     """Write ``state`` to ``path`` so that a kill leaves either the old file or the new
     one: a temporary file in the same directory, fsync, rename, fsync of the directory
     (a failure of that last step is only logged: the new state is in place)."""
-    descriptor, temporary = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=path.parent)
+    temporary = path.with_name(f"{TEMPORARY_PREFIX}{os.getpid()}.{secrets.token_hex(4)}")
+    # 0o666 less the umask, as open() gives (mkstemp's 0600 replaced the file's mode)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        # mkstemp makes it 0600; keep the old file's mode, else what open() would give
-        os.fchmod(descriptor, path.stat().st_mode & 0o777 if path.exists() else 0o644)
         with os.fdopen(descriptor, "wb") as handle:
+            _keep_mode(handle.fileno(), path)
             pickle.dump(state, handle, protocol=4)
             handle.flush()
             os.fsync(handle.fileno())
@@ -88,14 +91,43 @@ def save_state(path: Path, state: Any) -> None:
                        "(%s): a power loss may still bring back the previous one", path, exc)
 
 
+def _keep_mode(descriptor: int, path: Path) -> None:
+    """Give the new file the old one's mode, if there is one; best effort (a file system
+    without modes refuses, and the save must not fail for it)."""
+    try:
+        os.fchmod(descriptor, path.stat().st_mode & 0o777)
+    except OSError:
+        pass
+
+
+def remove_leftovers(directory: Path) -> None:
+    """Remove the temporary files of saves killed before their rename: named by our
+    pattern, and of a process that is gone (not a save under way in another one)."""
+    for leftover in directory.glob(TEMPORARY_PREFIX + "*"):
+        match = _TEMPORARY.fullmatch(leftover.name)
+        if match is not None and not _alive(int(match.group(1))):
+            leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process saves nothing before it has loaded
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
 class CrashSafeSpiderState:
     """Loads ``spider.state`` before the crawl starts and saves it atomically at close."""
 
     def __init__(self, jobdir: str) -> None:
         self.path = Path(jobdir, STATE_FILE)
         self.state = load_state(self.path)
-        for leftover in self.path.parent.glob(TEMPORARY_PREFIX + "*"):  # a killed save's
-            leftover.unlink(missing_ok=True)
+        remove_leftovers(self.path.parent)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

@@ -112,13 +112,24 @@ def test_a_kill_during_saves_leaves_a_loadable_state(tmp_path):
 
 def test_a_killed_saves_temporary_file_is_removed_and_the_mode_kept(tmp_path):
     """Review, 2026-11-27: mkstemp's 0600 replaced the file's mode, and a kill during a
-    save left its temporary file in the JOBDIR for good."""
+    save left its temporary file in the JOBDIR for good. A new file gets what open()
+    gives (the umask applies); a user's own ``.spider.state.bak`` and the temporary file
+    of a live process's save are left alone."""
     path = tmp_path / STATE_FILE
-    save_state(path, {"n": 1})
-    assert path.stat().st_mode & 0o777 == 0o644
+    old_umask = os.umask(0o077)
+    try:
+        save_state(path, {"n": 1})
+    finally:
+        os.umask(old_umask)
+    assert path.stat().st_mode & 0o777 == 0o600
     path.chmod(0o640)
     save_state(path, {"n": 2})
     assert path.stat().st_mode & 0o777 == 0o640
-    (tmp_path / f".{STATE_FILE}.abc123").write_bytes(b"half a pickle")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (tmp_path / f".{STATE_FILE}.{gone}.0123abcd").write_bytes(b"half a pickle")
+    (tmp_path / f".{STATE_FILE}.1.0123abcd").write_bytes(b"pid 1 is alive")
+    (tmp_path / f".{STATE_FILE}.bak").write_bytes(b"the user's")
     assert _extension(tmp_path).state == {"n": 2}
-    assert [p.name for p in tmp_path.iterdir()] == [STATE_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f".{STATE_FILE}.1.0123abcd", f".{STATE_FILE}.bak", STATE_FILE]

@@ -443,7 +443,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         # readable at once rather than after IRL_RAM_BACKLOG_SECONDS.
         self.beast.unpark()
         pending = self.urlseen.pending_tuples + len(self.beast)
-        self.stats.set_value("irl_sched/resumed_urls", pending)
+        # 0 only when nothing at all waits: URLs, STAR's tuples, undelivered merges
+        self.stats.set_value("irl_sched/resumed_pending", pending + self.urlseen.pending_deliveries
+                             + self.star.pending)  # fmt: skip
         if pending:
             logger.info(
                 "Resuming crawl from %(path)s: %(beast)d URLs queued in BEAST, %(urlseen)d "

@@ -598,3 +598,25 @@ def test_a_refused_record_waiting_at_a_graceful_stop_is_saved_once(tmp_path: Pat
         urls.append(record_url(got[0]))
     resumed.close("finished")
     assert sorted(urls) == sorted(f"http://h{i}.example/page{i}" for i in range(3))
+
+
+def test_resumed_pending_counts_urls_still_on_their_way_to_beast(tmp_path: Path):
+    """irl_sched/resumed_pending (the example spider refuses a lost port only when it is
+    not 0) counted only BEAST and URLseen: URLs merged by URLseen but not yet through
+    STAR read as an empty frontier (review, 2026-11-27)."""
+    import shutil
+
+    sched = opened(JOBDIR=str(tmp_path / "job"))
+    for i in range(5):
+        sched.enqueue_request(Request(f"http://h{i}.example/page{i}"))
+    sched.urlseen.merge()
+    sched.star.write_out()
+    assert len(sched.beast) == 0 and sched.urlseen.pending_tuples == 0
+    shutil.copytree(tmp_path / "job", tmp_path / "killed")  # a kill -9 here
+    sched.close("finished")
+    resumed = opened(JOBDIR=str(tmp_path / "killed"))
+    assert resumed.crawler.stats.get_value("irl_sched/resumed_pending") > 0
+    resumed.close("finished")
+    fresh = opened(JOBDIR=str(tmp_path / "new"))
+    assert fresh.crawler.stats.get_value("irl_sched/resumed_pending") == 0
+    fresh.close("finished")

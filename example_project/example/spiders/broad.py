@@ -236,7 +236,7 @@ class BroadSpider(scrapy.Spider):
             saved = _read_port(port_file) if port_file is not None else None
             # URLs the resumed frontier holds (a kill between the frontier's creation and
             # the port file's write leaves none: nothing names the lost port then)
-            resumed = self.crawler.stats.get_value("irl_sched/resumed_urls")
+            resumed = self.crawler.stats.get_value("irl_sched/resumed_pending")
             if saved is None and port_file is not None and (port_file.exists() or resumed):
                 # On a new port every queued URL would be refused and used up (a probe:
                 # 216 refused in 6 s, and the new port written over the lost one; a
