@@ -176,15 +176,19 @@ class Intake:
             return
         self._check_in_ram(request, host, key)
 
+    def _maybe_refused(self, parts: Any) -> bool:
+        """The URL's part of :meth:`_refused_host`, without the request (cached per name)."""
+        return parts.scheme in self._twisted_schemes and refused_by_twisted(
+            parts.scheme, parts.netloc
+        )
+
     def _refused_host(self, parts: Any, request: Request) -> bool:
         """A URL whose host name Twisted's HTTP client refuses before sending a byte
         (``user@host``, a ``%`` in the name): no robots.txt to fetch (its fetch
         would fail the same way, held through every retry), no politeness to book, no
         host to back off for it (:func:`~scrapy_irl.hosts.names.refused_by_twisted`).
         Not for a proxied request (the proxy is connected to) nor another handler's."""
-        if parts.scheme not in self._twisted_schemes or not refused_by_twisted(
-            parts.scheme, parts.netloc
-        ):
+        if not self._maybe_refused(parts):
             return False
         if self.proxies.proxied(parts.scheme, parts.hostname, request.meta):
             return False

@@ -811,12 +811,17 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             held = Held(record, token)
             parts = url_parts(record_url(record))
             host = host_key(parts.hostname)
-            if without_host(parts.scheme, host):
-                # Saved at a graceful stop: back to the direct queue, off the disk.
+            no_host = without_host(parts.scheme, host)
+            if no_host or self._maybe_refused(parts):
+                # Saved at a graceful stop: back to the direct queue, off the disk (a
+                # host name Twisted refuses went the heaps' way on resume until
+                # 2026-11-27: a DNS lookup, robots.txt and a turn, then the failure).
                 request = self._decode_or_drop(held)
-                if request is not None:
+                if request is None:
+                    continue
+                if no_host or self._refused_host(parts, request):
                     self._queue_direct(request, held)
-                continue
+                    continue
             self._route(held, host)
         self._note_ram_peak()
 

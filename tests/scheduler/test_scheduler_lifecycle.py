@@ -620,3 +620,23 @@ def test_resumed_pending_counts_urls_still_on_their_way_to_beast(tmp_path: Path)
     fresh = opened(JOBDIR=str(tmp_path / "new"))
     assert fresh.crawler.stats.get_value("irl_sched/resumed_pending") == 0
     fresh.close("finished")
+
+
+def test_an_invalid_host_request_saved_at_a_graceful_stop_skips_the_heaps_on_resume(tmp_path: Path):
+    """``http://user@h1.example/x`` goes to the downloader at once (Twisted refuses the
+    name); saved at a graceful stop, it went the heaps' way on resume: a DNS lookup of
+    h1.example, robots.txt and a politeness turn, then the same failure (review,
+    2026-11-27)."""
+    from unittest import mock
+
+    sched = opened(JOBDIR=str(tmp_path))
+    sched.crawler.engine = mock.MagicMock()
+    sched.enqueue_request(Request("http://user@h1.example/x", dont_filter=True))
+    sched.close("shutdown")
+    resumed = opened(JOBDIR=str(tmp_path))
+    resumed.crawler.engine = mock.MagicMock()
+    resumed._fill()
+    assert [r.url for r in resumed._direct] == ["http://user@h1.example/x"]
+    assert not resumed._dns_wait and not list(resumed.polite.hosts)
+    assert resumed.next_request().url == "http://user@h1.example/x"
+    resumed.close("finished")
