@@ -172,23 +172,25 @@ def _scan(handle: BinaryIO, magic: bytes, name: str, *, keep_payload: bool,
     return FrameScan(frames, pos, size - pos)
 
 
-def _lengths_add_up(payload: bytes, count: int) -> bool:
+def _aux_payload_size(payload: bytes, count: int) -> int | None:
+    """The payload size an aux-layout frame of ``count`` records has by its length table
+    (the table plus the strings), or None when ``payload`` is shorter than the table."""
     head = 4 * count
     if len(payload) < head:
-        return False
-    lengths = np.frombuffer(payload, dtype="<u4", count=count)
-    return int(lengths.sum(dtype=np.int64)) == len(payload) - head
+        return None
+    return head + int(np.frombuffer(payload, dtype="<u4", count=count).sum(dtype=np.int64))
+
+
+def _lengths_add_up(payload: bytes, count: int) -> bool:
+    return _aux_payload_size(payload, count) == len(payload)
 
 
 def _whole_frame_inside(payload: bytes, count: int, crc: int) -> bool:
     """Whether the bytes after a header, too few for the length it claims, start with a
     whole frame of ``count`` records (by its length table) whose checksum matches: the
     length field was damaged, since a torn write never holds the whole payload."""
-    head = 4 * count
-    if len(payload) < head:
-        return False
-    size = head + int(np.frombuffer(payload, dtype="<u4", count=count).sum(dtype=np.int64))
-    return size <= len(payload) and zlib.crc32(payload[:size]) == crc
+    size = _aux_payload_size(payload, count)
+    return size is not None and size <= len(payload) and zlib.crc32(payload[:size]) == crc
 
 
 def _rest_is_zero(handle: BinaryIO, chunk: int = 1 << 20) -> bool:

@@ -36,6 +36,7 @@ from scrapy.utils.job import job_dir
 from twisted.internet import task
 
 from scrapy_irl import config
+from scrapy_irl.addon import STOCK_ROBOTS
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.exceptions import IrlError, StoreAccessError
 from scrapy_irl.tempdirs import make_temporary_directory, remove_temporary_directory
@@ -115,7 +116,6 @@ _DAMAGED_MESSAGE = (
 )
 
 
-_STOCK_ROBOTS = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 _OUR_ROBOTS = "scrapy_irl.robots.middleware.RobotsCacheMiddleware"
 
 
@@ -138,7 +138,7 @@ def _enabled_downloader_middlewares(settings: Any) -> set[str]:
 def _stock_robots_enabled(settings: Any) -> bool:
     """Whether the project turned Scrapy's own robots middleware back on next to ours
     (the add-on replaces it; listing it again runs both)."""
-    return {_STOCK_ROBOTS, _OUR_ROBOTS} <= _enabled_downloader_middlewares(settings)
+    return {STOCK_ROBOTS, _OUR_ROBOTS} <= _enabled_downloader_middlewares(settings)
 
 
 #: Scrapy settings only its own scheduler reads: request order (the IRL scheduler hands
