@@ -244,7 +244,9 @@ class Intake:
                 continue
             host = host_key(url_parts(record_url(record)).hostname)
             self.stats.inc_value("scheduler/enqueued")
-            self.star.admit(record, host)  # STAR hands it to BEAST with (B_x, P_x)
+            # STAR hands it to BEAST with (B_x, P_x); the origin makes a delivery again
+            # after a kill queue it once
+            self.star.admit(record, host, (batch.epoch, batch.bucket, batch.start + int(i)))
         duplicates = int(np.count_nonzero(checked)) - unique
         if duplicates:
             self.stats.inc_value("dupefilter/filtered", duplicates)

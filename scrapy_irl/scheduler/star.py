@@ -9,6 +9,19 @@ Two DRUM stores, so RAM does not grow with the number of PLDs:
   merge. A new edge adds ``1 << 32``; a unique URL does ``check+update`` adding 1 and gets
   the value *before* it: (d_x, P_x), hence B_x = F(d_x), on its way to BEAST.
 
+Exactly once, across kills. Each producer (URLseen for admissions, ``pld_edges`` for new
+edges) delivers an epoch again when a kill came between STAR's write-out and its
+acknowledgement; pld_indegree likewise delivers its own results again when the kill came
+between BEAST's save and its acknowledgement. So every tuple carries its *origin*, its
+position in the producer's delivery (epoch, bucket, index: increasing over a store's life),
+and BEAST's ``STATE`` keeps, in the same commit as the URLs it holds, per pld_indegree
+bucket: the last position whose result was applied (``at``) and, per producer, the
+highest origin applied (``seen``). A result at or before ``at`` is a delivery again:
+skipped. A tuple whose origin is at or before ``seen`` is a second copy that was merged
+too: skipped, and its addition to d_x or P_x is taken back by a negative update. Within a
+bucket, tuples arrive in the order they were submitted, so one number per bucket and
+producer is enough: no per-URL memory.
+
 A bounded LRU of recent in-degrees answers ``budget(host)`` synchronously (for tau_h);
 PLDs not in it get B_0 until they are seen again, and ``known_budget`` tells a miss
 apart, so a host or a Q_F re-read keeps the budget it had rather than drop to B_0. A bounded table tracks the PLDs with
@@ -18,6 +31,7 @@ the largest in-degree for the close-time report.
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +46,25 @@ from scrapy_irl.scheduler.pld import pld_of
 DEGREE_ONE = np.uint64(1 << 32)
 ADMIT_ONE = np.uint64(1)
 _LOW = (1 << 32) - 1
+_MOD = 1 << 64
+#: Tags of pld_indegree's aux strings. Upper case: written before origins existed (read,
+#: never deduplicated); lower case: followed by the producer's origin; ``u``: a
+#: correction that takes a duplicate's addition back.
 _ADMIT = b"A"
 _EDGE = b"E"
-#: The key of pld_indegree's epochs in the consumer's ``applied`` ledger.
+_ADMIT_FROM = b"a"
+_EDGE_FROM = b"e"
+_UNDO = b"u"
+_ORIGIN = struct.Struct("<QQ")  # producer epoch, (bucket << 40) | index
+_INDEX_BITS = 40
+#: The key of pld_indegree's epochs in the consumer's ``applied`` ledger (STATEs written
+#: before per-bucket positions; still honoured).
 APPLIED_KEY = "star/pld_indegree"
+_AT = "star/at/"  # + pld_indegree bucket: last result position applied
+_SEEN = {_ADMIT_FROM: "star/seen/urlseen/", _EDGE_FROM: "star/seen/pld_edges/"}
+
+#: Where a tuple came from in its producer's delivery: (epoch, bucket, index).
+Origin = tuple[int, int, int]
 
 Admitted = Callable[[bytes, int, int], None]  # record, B_x, P_x
 
@@ -47,7 +76,17 @@ def hash64(text: str) -> int:
 
 
 def _add(old: np.ndarray, new: np.ndarray) -> np.ndarray:
-    return old + new
+    return old + new  # uint64 wraps: adding 2**64 - n takes n back
+
+
+def _pack_origin(origin: Origin) -> bytes:
+    epoch, bucket, index = origin
+    return _ORIGIN.pack(epoch, (bucket << _INDEX_BITS) | index)
+
+
+def _position(epoch: int, index: int) -> int:
+    """One integer ordering (epoch, index) pairs as tuples are ordered."""
+    return (epoch << 64) | index
 
 
 class Star:
@@ -81,6 +120,9 @@ class Star:
         self.new_edges = 0
         self.admitted = 0
         self.redelivered_skipped = 0
+        self.duplicates_undone = 0
+        self._corrections: dict[int, int] = {}  # key -> addition to take back, this epoch
+        self._corrections_epoch = -1
         # pld_indegree's last result epoch whose admissions ``on_durable`` made durable,
         # kept by the consumer in the same commit as the admitted records (BEAST's
         # STATE). A kill after that commit and before pld_indegree's acknowledgement makes
@@ -114,10 +156,15 @@ class Star:
                 hash64(f"{src}\x00{dst}"), None, dst.encode("utf-8")
             )
 
-    def admit(self, record: bytes, host: str) -> None:
-        """A unique URL enters budget enforcement; ``on_admitted`` fires after the merge."""
+    def admit(self, record: bytes, host: str, origin: Origin | None = None) -> None:
+        """A unique URL enters budget enforcement; ``on_admitted`` fires after the merge.
+
+        ``origin``: where URLseen delivered it (epoch, bucket, index), so a copy delivered
+        again after a kill is queued and counted in P_x once.
+        """
         pld = pld_of(host)
-        aux = _ADMIT + pld.encode("utf-8") + b"\x00" + record
+        tag = _ADMIT if origin is None else _ADMIT_FROM + _pack_origin(origin)
+        aux = tag + pld.encode("utf-8") + b"\x00" + record
         self.plds.check_update(hash64(pld), ADMIT_ONE.tobytes(), aux)
 
     # -- DRUM results ----------------------------------------------------------------------
@@ -128,35 +175,74 @@ class Star:
         for i in np.flatnonzero(batch.unique):
             self.new_edges += 1
             dst = batch.aux(int(i))
+            origin = _pack_origin((batch.epoch, batch.bucket, batch.start + int(i)))
             self.plds.update(
-                hash64(dst.decode("utf-8")), DEGREE_ONE.tobytes(), _EDGE + dst
+                hash64(dst.decode("utf-8")), DEGREE_ONE.tobytes(), _EDGE_FROM + origin + dst
             )
 
     def _plds_durable(self) -> None:
         if self._delivered_epoch is not None:
             self._applied[APPLIED_KEY] = max(self._delivered_epoch, self._applied.get(APPLIED_KEY, -1))
+        self.plds.write_out()  # corrections first: STATE is about to say they were made
         if self._on_durable is not None:
             self._on_durable()
 
     def _on_plds(self, batch: Any) -> None:
         values = batch.values
         self._delivered_epoch = batch.epoch
+        if batch.epoch != self._corrections_epoch:
+            self._corrections, self._corrections_epoch = {}, batch.epoch
         already = batch.epoch <= self._applied.get(APPLIED_KEY, -1)
+        at_key = f"{_AT}{batch.bucket}"
+        applied_at = self._applied.get(at_key, -1)
         for i in range(len(batch)):
-            aux = batch.aux(i)
-            before = int(values[i])
-            degree, admitted = before >> 32, before & _LOW
-            if aux[:1] == _EDGE:
-                self._remember(aux[1:].decode("utf-8"), degree + 1, None)
+            position = _position(batch.epoch, batch.start + i)
+            if already or position <= applied_at:  # applied before the kill that
+                if batch.aux(i)[:1] in (_ADMIT, _ADMIT_FROM):  # prevented the ack
+                    self.redelivered_skipped += 1
                 continue
-            name, _, record = aux[1:].partition(b"\x00")
-            pld = name.decode("utf-8")
-            self._remember(pld, degree, admitted + 1)
-            if already:  # queued before the kill that prevented the acknowledgement
-                self.redelivered_skipped += 1
-                continue
-            self.admitted += 1
+            self._apply(batch, i)
+            self._applied[at_key] = position  # after: a result that raised is owed
+
+    def _apply(self, batch: Any, i: int) -> None:
+        aux = batch.aux(i)
+        key = int(batch.keys[i])
+        before = int(batch.values[i]) - self._corrections.get(key, 0)
+        degree, admitted = before >> 32, before & _LOW
+        tag, body = aux[:1], aux[1:]
+        seen_key, origin = None, -1
+        if tag in _SEEN:
+            epoch, seq = _ORIGIN.unpack_from(aux, 1)
+            seen_key, origin = f"{_SEEN[tag]}{batch.bucket}", _position(epoch, seq)
+            body = aux[1 + _ORIGIN.size :]
+            if origin <= self._applied.get(seen_key, -1):
+                self._undo(key, tag, body, before)
+                return
+        if tag == _UNDO:
+            return
+        if tag in (_EDGE, _EDGE_FROM):
+            self._remember(body.decode("utf-8"), degree + 1, None)
+        else:
+            name, _, record = body.partition(b"\x00")
+            self._remember(name.decode("utf-8"), degree, admitted + 1)
             self.on_admitted(record, self.policy(degree), admitted)
+            self.admitted += 1
+        if seen_key is not None:  # after: a tuple that raised is owed
+            self._applied[seen_key] = origin
+
+    def _undo(self, key: int, tag: bytes, body: bytes, before: int) -> None:
+        """A second copy of a tuple whose first copy was applied (its producer delivered
+        it again after a kill): queue nothing, and take its addition back, at once for
+        the rest of this merge and on disk by a negative update."""
+        added = int(DEGREE_ONE) if tag == _EDGE_FROM else int(ADMIT_ONE)
+        self.plds.update(key, np.uint64(_MOD - added).tobytes(), _UNDO)
+        self._corrections[key] = self._corrections.get(key, 0) + added
+        self.duplicates_undone += 1
+        if tag == _EDGE_FROM:
+            self._remember(body.decode("utf-8"), before >> 32, None)
+        else:
+            pld = body.partition(b"\x00")[0].decode("utf-8")
+            self._remember(pld, before >> 32, before & _LOW)
 
     def _remember(self, pld: str, degree: int, admitted: int | None) -> None:
         self._degree[pld] = degree
@@ -218,6 +304,7 @@ class Star:
             "pld_edges": self.new_edges,
             "admitted": self.admitted,
             "redelivered_skipped": self.redelivered_skipped,
+            "duplicates_undone": self.duplicates_undone,
             "plds": len(self.plds),
             "pending": self.pending,
             "merges": self.edges.stats.merges + self.plds.stats.merges,

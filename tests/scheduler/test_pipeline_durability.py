@@ -55,14 +55,16 @@ def open_pipeline(path: str):
     def to_star(batch):
         for i in batch.unique.nonzero()[0]:
             record = batch.aux(int(i))
-            star.admit(record, urlsplit(record_url(record)).hostname)
+            origin = (batch.epoch, batch.bucket, batch.start + int(i))  # as the intake's
+            star.admit(record, urlsplit(record_url(record)).hostname, origin)
 
     urlseen = build_urlseen(Path(path), settings(), star, to_star, fsync=False)
     return urlseen, star, beast
 
 
-def reopen_and_drain(directory: Path) -> tuple[list[str], Any]:
-    """Open the pipeline again, merge what it owes, and pop BEAST dry: the URLs queued."""
+def reopen_and_drain(directory: Path, *, close: bool = False) -> tuple[list[str], Any]:
+    """Open the pipeline again, merge what it owes, and pop BEAST dry: the URLs queued
+    (``close``: then close it; STAR's counters stay readable)."""
     urlseen, star, beast = open_pipeline(str(directory))
     urlseen.merge()
     star.flush()
@@ -73,6 +75,8 @@ def reopen_and_drain(directory: Path) -> tuple[list[str], Any]:
             break
         got.append(record_url(item[0]))
         beast.done(item[1])
+    if close:
+        urlseen.close(), star.close(), beast.close()
     return got, star
 
 
@@ -138,3 +142,157 @@ def test_a_q_f_rebudget_asks_star_for_the_host_as_the_heaps_key_it(tmp_path: Pat
         beast.close()
         star.close()
     assert asked == ["::1", "example.com"]
+
+
+def crash_at_ack(monkeypatch, drum) -> None:
+    """Make ``drum``'s next acknowledgement (a MANIFEST with nothing owed) a kill."""
+    from scrapy_irl.drum import store
+
+    real = store.write_manifest
+
+    def dying(path, manifest, fsync=True):
+        if Path(path) == drum.path and not manifest.pending_delivery:
+            raise Crash
+        return real(path, manifest, fsync=fsync)
+
+    monkeypatch.setattr(store, "write_manifest", dying)
+
+
+def admitted_counts(directory: Path, monkeypatch) -> dict[str, tuple[int, int]]:
+    """Reopen, admit one new URL per PLD, and read the (d_x, P_x) it is given: what
+    pld_indegree holds on disk for each PLD."""
+    from urllib.parse import urlsplit
+
+    from scrapy_irl.scheduler.pld import pld_of
+
+    urlseen, star, beast = open_pipeline(str(directory))
+    urlseen.merge()
+    star.flush()
+    got: dict[str, tuple[int, int]] = {}
+    real = star.on_admitted
+
+    def spy(record, budget, admitted):
+        pld = pld_of(urlsplit(record_url(record)).hostname)
+        got[pld] = (star.indegree(urlsplit(record_url(record)).hostname), admitted)
+        real(record, budget, admitted)
+
+    star.on_admitted = spy
+    for j in range(11):
+        urlseen.check_update(10_000 + j, None, pack_record(f"http://new.example{j}.com/", b"r"))
+    urlseen.merge()
+    star.flush()
+    return got
+
+
+def true_admitted() -> dict[str, int]:
+    from scrapy_irl.scheduler.pld import pld_of
+
+    counts: dict[str, int] = {}
+    for i in range(N):
+        pld = pld_of(f"h{i % 37}.example{i % 11}.com")
+        counts[pld] = counts.get(pld, 0) + 1
+    return counts
+
+
+def kill_at_urlseens_ack(directory: Path, monkeypatch) -> None:
+    """URLseen delivers N URLs to STAR, STAR writes them out (before_ack), and the kill
+    comes before URLseen's acknowledgement: the next start delivers them again."""
+    urlseen, star, beast = open_pipeline(str(directory))
+    for i in range(N):
+        urlseen.check_update(i + 1, None, url(i))
+    crash_at_ack(monkeypatch, urlseen)
+    with pytest.raises(Crash):
+        urlseen.merge()
+    monkeypatch.undo()
+    assert star.plds.pending_tuples == N  # written out, not merged
+    abandon(urlseen, star.edges, star.plds)
+
+
+def test_urls_urlseen_delivers_again_after_a_kill_are_queued_and_counted_once(tmp_path: Path, monkeypatch):
+    """Until 2026-11-27 each URL of the epoch was queued twice (fetched twice) and
+    counted twice in its PLD's P_x, which pushed later URLs of the PLD to later queues."""
+    kill_at_urlseens_ack(tmp_path, monkeypatch)
+    got, star = reopen_and_drain(tmp_path, close=True)
+    assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
+    assert star.duplicates_undone == N
+    counts = admitted_counts(tmp_path, monkeypatch)
+    for pld, n in true_admitted().items():
+        assert counts[pld] == (0, n), pld
+
+
+def test_a_delivery_again_after_star_already_queued_the_first_copies(tmp_path: Path, monkeypatch):
+    """The first copies are merged, queued and saved by a first restart, which is killed
+    too; the second restart gets URLseen's delivery again: what tells the copies apart
+    must have been saved with BEAST's STATE."""
+    kill_at_urlseens_ack(tmp_path, monkeypatch)
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    star.flush()  # the first copies: merged, queued in BEAST, saved, acknowledged
+    assert star.admitted == N
+    abandon(urlseen, star.edges, star.plds)  # killed again before URLseen delivers
+
+    got, star = reopen_and_drain(tmp_path, close=True)
+    assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
+    assert star.admitted == 0 and star.duplicates_undone == N
+    counts = admitted_counts(tmp_path, monkeypatch)
+    for pld, n in true_admitted().items():
+        assert counts[pld][1] == n, pld
+
+
+def test_new_edges_pld_edges_delivers_again_after_a_kill_count_once(tmp_path: Path, monkeypatch):
+    """pld_edges' new edges reach pld_indegree's buffers, which are written out
+    (before_ack), and the kill comes before pld_edges' acknowledgement. Until 2026-11-27
+    the edges were added again at the next start: each PLD's in-degree d_x counted every
+    linking PLD twice, and its budget followed."""
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    sources = [f"src{k}.org" for k in range(7)]
+    for target in range(11):
+        for src in sources[: target % 7 + 1]:  # example<t>.com: t % 7 + 1 linking PLDs
+            star.record_link(f"www.{src}", f"h1.example{target}.com")
+            star.record_link(f"other.{src}", f"h2.example{target}.com")  # same PLD pair
+    crash_at_ack(monkeypatch, star.edges)
+    with pytest.raises(Crash):
+        star.flush()
+    monkeypatch.undo()
+    abandon(urlseen, star.edges, star.plds)
+
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    star.flush()
+    assert star.duplicates_undone == sum(t % 7 + 1 for t in range(11))
+    for target in range(11):
+        assert star.indegree(f"example{target}.com") == target % 7 + 1
+    star.close(), beast.close(), urlseen.close()
+    counts = admitted_counts(tmp_path, monkeypatch)
+    for target in range(11):
+        assert counts[f"example{target}.com"] == (target % 7 + 1, 0)
+
+
+def test_results_delivered_again_after_a_failed_delivery_are_not_taken_for_copies(tmp_path: Path, monkeypatch):
+    """BEAST refuses a record halfway through a pld_indegree epoch (a full disk), a
+    timed save then commits the records queued so far, and a kill follows: the epoch is
+    delivered again. Its first records were queued (skip them, once) but merged once
+    (take nothing back from P_x): the positions of results, not only the origins of
+    tuples, tell the two cases apart."""
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    for i in range(N):
+        urlseen.check_update(i + 1, None, url(i))
+    urlseen.merge()
+    real, calls = star.on_admitted, []
+
+    def full_disk(record, budget, admitted):
+        if len(calls) == N // 2:
+            raise OSError(28, "No space left on device")
+        calls.append(record)
+        real(record, budget, admitted)
+
+    star.on_admitted = full_disk
+    with pytest.raises(OSError):
+        star.flush()
+    beast.save()  # the scheduler's timed save
+    abandon(urlseen, star.edges, star.plds)
+
+    got, star = reopen_and_drain(tmp_path, close=True)
+    assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
+    assert star.redelivered_skipped == N // 2 and star.duplicates_undone == 0
+    counts = admitted_counts(tmp_path, monkeypatch)
+    for pld, n in true_admitted().items():
+        assert counts[pld][1] == n, pld
