@@ -188,32 +188,40 @@ class Star:
             self._on_durable()
 
     def _on_plds(self, batch: Any) -> None:
-        values = batch.values
         self._delivered_epoch = batch.epoch
         if batch.epoch != self._corrections_epoch:
             self._corrections, self._corrections_epoch = {}, batch.epoch
-        already = batch.epoch <= self._applied.get(APPLIED_KEY, -1)
+        count = len(batch)
         at_key = f"{_AT}{batch.bucket}"
-        applied_at = self._applied.get(at_key, -1)
-        for i in range(len(batch)):
-            position = _position(batch.epoch, batch.start + i)
-            if already or position <= applied_at:  # applied before the kill that
-                if batch.aux(i)[:1] in (_ADMIT, _ADMIT_FROM):  # prevented the ack
-                    self.redelivered_skipped += 1
-                continue
-            self._apply(batch, i)
-            self._applied[at_key] = position  # after: a result that raised is owed
+        base = _position(batch.epoch, batch.start)
+        if batch.epoch <= self._applied.get(APPLIED_KEY, -1):
+            first = count  # the whole epoch was applied (STATE of an earlier version)
+        else:
+            first = min(count, max(0, self._applied.get(at_key, -1) - base + 1))
+        for i in range(first):  # applied before the kill that prevented the ack
+            if batch.aux(i)[:1] in (_ADMIT, _ADMIT_FROM):
+                self.redelivered_skipped += 1
+        if first == count:
+            return
+        keys, values = batch.keys.tolist(), batch.values.tolist()
+        seen = {tag: f"{prefix}{batch.bucket}" for tag, prefix in _SEEN.items()}
+        done = first
+        try:
+            for i in range(first, count):
+                self._apply(batch.aux(i), keys[i], values[i], seen)
+                done = i + 1
+        finally:  # a result that raised, and those after it, stay owed
+            if done > first:
+                self._applied[at_key] = base + done - 1
 
-    def _apply(self, batch: Any, i: int) -> None:
-        aux = batch.aux(i)
-        key = int(batch.keys[i])
-        before = int(batch.values[i]) - self._corrections.get(key, 0)
+    def _apply(self, aux: bytes, key: int, value: int, seen: dict[bytes, str]) -> None:
+        before = value - self._corrections.get(key, 0)
         degree, admitted = before >> 32, before & _LOW
         tag, body = aux[:1], aux[1:]
         seen_key, origin = None, -1
-        if tag in _SEEN:
+        if tag in seen:
             epoch, seq = _ORIGIN.unpack_from(aux, 1)
-            seen_key, origin = f"{_SEEN[tag]}{batch.bucket}", _position(epoch, seq)
+            seen_key, origin = seen[tag], _position(epoch, seq)
             body = aux[1 + _ORIGIN.size :]
             if origin <= self._applied.get(seen_key, -1):
                 self._undo(key, tag, body, before)
