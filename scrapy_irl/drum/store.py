@@ -519,6 +519,20 @@ class Drum:
         """Tuples accepted but not merged yet (in RAM buffers or bucket files)."""
         return sum(b.buffered_records + b.file_records for b in self._buckets)
 
+    def aux_on_disk(self) -> Iterator[bytes]:
+        """Aux strings of every tuple in a bucket file: not merged yet, or merged in an
+        epoch whose results are still owed (RAM buffers not included). For a consumer
+        that must find what it submitted before a kill; reads every bucket file."""
+        if self._closed:
+            raise DrumError("DRUM store is closed")
+        if not self.store_aux:
+            return
+        for epoch in [*self._manifest.pending_delivery, self._manifest.epoch]:
+            for bucket in self._make_buckets(epoch):
+                for count, offsets, blob in bucket.iter_aux(self.merge_chunk_bytes):
+                    for i in range(count):
+                        yield blob[offsets[i] : offsets[i + 1]]
+
     @property
     def pending_deliveries(self) -> int:
         return len(self._manifest.pending_delivery)

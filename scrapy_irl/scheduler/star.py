@@ -123,6 +123,9 @@ class Star:
         self.duplicates_undone = 0
         self._corrections: dict[int, int] = {}  # key -> addition to take back, this epoch
         self._corrections_epoch = -1
+        # Results (positions) whose correction is already in pld_indegree's files although
+        # STATE does not say so yet: not written twice (see ``_undone_on_disk``).
+        self._undone: set[bytes] = set()
         # pld_indegree's last result epoch whose admissions ``on_durable`` made durable,
         # kept by the consumer in the same commit as the admitted records (BEAST's
         # STATE). A kill after that commit and before pld_indegree's acknowledgement makes
@@ -145,6 +148,14 @@ class Star:
             before_ack=self._plds_durable,
             **options,
         )
+        if self.plds.pending_deliveries:
+            self._undone = self._undone_on_disk()
+
+    def _undone_on_disk(self) -> set[bytes]:
+        """Corrections written out before a kill that came before BEAST's save: the
+        epoch they correct is owed again (it is acknowledged only after that save), and
+        they are in a bucket file of it, of a later owed epoch, or of the current one."""
+        return {aux[1:] for aux in self.plds.aux_on_disk() if aux[:1] == _UNDO and len(aux) > 1}
 
     # -- input -----------------------------------------------------------------------------
     def record_link(self, src_host: str, dst_host: str) -> None:
@@ -186,6 +197,7 @@ class Star:
         self.plds.write_out()  # corrections first: STATE is about to say they were made
         if self._on_durable is not None:
             self._on_durable()
+        self._undone.clear()  # STATE now holds their positions: never made again
 
     def _on_plds(self, batch: Any) -> None:
         self._delivered_epoch = batch.epoch
@@ -206,15 +218,17 @@ class Star:
         keys, values = batch.keys.tolist(), batch.values.tolist()
         seen = {tag: f"{prefix}{batch.bucket}" for tag, prefix in _SEEN.items()}
         done = first
+        at = (batch.epoch, batch.bucket, batch.start)
         try:
             for i in range(first, count):
-                self._apply(batch.aux(i), keys[i], values[i], seen)
+                self._apply(batch.aux(i), keys[i], values[i], seen, at, i)
                 done = i + 1
         finally:  # a result that raised, and those after it, stay owed
             if done > first:
                 self._applied[at_key] = base + done - 1
 
-    def _apply(self, aux: bytes, key: int, value: int, seen: dict[bytes, str]) -> None:
+    def _apply(self, aux: bytes, key: int, value: int, seen: dict[bytes, str],
+               at: Origin, i: int) -> None:  # fmt: skip
         before = value - self._corrections.get(key, 0)
         degree, admitted = before >> 32, before & _LOW
         tag, body = aux[:1], aux[1:]
@@ -224,7 +238,7 @@ class Star:
             seen_key, origin = seen[tag], _position(epoch, seq)
             body = aux[1 + _ORIGIN.size :]
             if origin <= self._applied.get(seen_key, -1):
-                self._undo(key, tag, body, before)
+                self._undo(key, tag, body, before, _pack_origin((at[0], at[1], at[2] + i)))
                 return
         if tag == _UNDO:
             return
@@ -238,12 +252,15 @@ class Star:
         if seen_key is not None:  # after: a tuple that raised is owed
             self._applied[seen_key] = origin
 
-    def _undo(self, key: int, tag: bytes, body: bytes, before: int) -> None:
+    def _undo(self, key: int, tag: bytes, body: bytes, before: int, where: bytes) -> None:
         """A second copy of a tuple whose first copy was applied (its producer delivered
         it again after a kill): queue nothing, and take its addition back, at once for
-        the rest of this merge and on disk by a negative update."""
+        the rest of this merge and on disk by a negative update naming the result it
+        corrects (``where``), so a kill before BEAST's save does not make it twice."""
         added = int(DEGREE_ONE) if tag == _EDGE_FROM else int(ADMIT_ONE)
-        self.plds.update(key, np.uint64(_MOD - added).tobytes(), _UNDO)
+        if where not in self._undone:
+            self.plds.update(key, np.uint64(_MOD - added).tobytes(), _UNDO + where)
+            self._undone.add(where)
         self._corrections[key] = self._corrections.get(key, 0) + added
         self.duplicates_undone += 1
         if tag == _EDGE_FROM:

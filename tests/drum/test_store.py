@@ -366,3 +366,31 @@ def test_cache_index_with_and_without_filter(tmp_path, cap):
     index.close()
     assert 5 not in index and not index.contains(int(keys[0]))
     assert not CacheIndex(path, 0).contains(int(keys[0]))
+
+
+def test_aux_on_disk_lists_unmerged_and_owed_tuples_not_ram_buffers(tmp_path):
+    """What a consumer submitted before a kill is either merged and acknowledged, in an
+    owed epoch's bucket files, or in the current epoch's: aux_on_disk reads the latter two."""
+    failing = [True]
+
+    def on_results(batch):
+        if failing[0]:
+            raise RuntimeError("consumer down")
+
+    with Drum(tmp_path / "d", buckets=4, store_aux=True, on_results=on_results) as drum:
+        for i in range(10):
+            drum.check_update(key(i % 4, i, 2), None, b"owed-%d" % i)
+        with pytest.raises(RuntimeError):
+            drum.merge()  # merged, results owed
+        for i in range(5):
+            drum.check_update(key(i % 4, 100 + i, 2), None, b"written-%d" % i)
+        drum.write_out()
+        drum.check_update(key(0, 200, 2), None, b"in-ram")
+        assert sorted(drum.aux_on_disk()) == sorted(
+            [b"owed-%d" % i for i in range(10)] + [b"written-%d" % i for i in range(5)]
+        )
+        failing[0] = False
+        drum.merge()  # everything delivered and acknowledged
+        assert list(drum.aux_on_disk()) == []
+    with pytest.raises(DrumError):
+        list(drum.aux_on_disk())

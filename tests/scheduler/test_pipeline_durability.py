@@ -296,3 +296,46 @@ def test_results_delivered_again_after_a_failed_delivery_are_not_taken_for_copie
     counts = admitted_counts(tmp_path, monkeypatch)
     for pld, n in true_admitted().items():
         assert counts[pld][1] == n, pld
+
+
+def second_copies_killed_in_beasts_save(directory: Path, *, nested_merge: bool = False) -> None:
+    """A restart gets URLseen's delivery again; pld_indegree merges the second copies,
+    STAR writes their corrections out, and the kill comes inside BEAST's save (before
+    STATE says the corrections were made). ``nested_merge``: the corrections' write-out
+    fills a bucket, and pld_indegree merges them into an epoch of their own first."""
+    urlseen, star, beast = open_pipeline(str(directory))
+    urlseen.merge()
+    if nested_merge:
+        star.plds.bucket_bytes = 1
+
+    def killed_in_save():
+        assert star.plds.pending_deliveries >= (2 if nested_merge else 1)
+        raise Crash
+
+    star._on_durable = killed_in_save
+    with pytest.raises(Crash):
+        star.flush()
+    assert star.duplicates_undone == N
+    abandon(urlseen, star.edges, star.plds)
+
+
+@pytest.mark.parametrize(("kills", "nested_merge"), [(1, False), (2, False), (1, True)])
+def test_a_correction_written_out_before_a_kill_in_beasts_save_is_not_made_twice(
+    tmp_path: Path, monkeypatch, kills: int, nested_merge: bool
+):
+    """Found by review on 2026-11-27: the epoch with the second copies is delivered
+    again, STATE's old marks take them for copies again, and a second correction was
+    written next to the first: P_x too low by the number of copies, and after two such
+    kills below zero, which borrowed from d_x (a PLD nobody links to got d_x 2**32 - 1)."""
+    kill_at_urlseens_ack(tmp_path, monkeypatch)
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    star.flush()  # the first copies: merged, queued in BEAST, saved, acknowledged
+    abandon(urlseen, star.edges, star.plds)
+    for _ in range(kills):
+        second_copies_killed_in_beasts_save(tmp_path, nested_merge=nested_merge)
+
+    got, star = reopen_and_drain(tmp_path, close=True)
+    assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
+    counts = admitted_counts(tmp_path, monkeypatch)
+    for pld, n in true_admitted().items():
+        assert counts[pld] == (0, n), pld
