@@ -17,7 +17,10 @@ from scrapy_irl.drum.manifest import fsync_directory
 from scrapy_irl.exceptions import FrontierCorruptionError, IrlError
 
 MARKER = "FRONTIER"
-FORMAT = 1
+#: 2 (2026-11-27): STAR's tuples carry their origin (tags ``a``, ``e``, ``u``), which
+#: version 1 would read as admissions (a correction as an empty record). Version 2 reads
+#: version 1 frontiers and marks them 2 at open, so an older scrapy-irl refuses them.
+FORMAT = 2
 #: The index file of each store, relative to the frontier directory.
 REQUIRED = ("beast/STATE", "urlseen/MANIFEST", "star/pld_edges/MANIFEST",
             "star/pld_indegree/MANIFEST")  # fmt: skip
@@ -101,10 +104,19 @@ def check_no_stock_queue(jobdir: str | None) -> None:
         )
 
 
+def _marked_version(marker: Path) -> int | None:
+    try:
+        return int(json.loads(marker.read_text(encoding="utf-8"))["format"])
+    except FileNotFoundError:
+        return None
+
+
 def mark_frontier(path: Path, *, fsync: bool) -> None:
-    """Record that every store exists (idempotent; atomic rename, as the stores' indexes)."""
+    """Record that every store exists, in this version's layout (idempotent; atomic
+    rename, as the stores' indexes). An earlier layout's marker is raised to this one:
+    from now on the stores may hold what only this version reads."""
     marker = path / MARKER
-    if marker.exists():
+    if _marked_version(marker) == FORMAT:  # check_frontier refused newer or garbage
         return
     tmp = marker.with_suffix(".tmp")
     with open(tmp, "w") as handle:

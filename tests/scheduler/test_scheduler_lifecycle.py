@@ -8,6 +8,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from scrapy import Request, Spider
@@ -76,7 +77,7 @@ def test_a_deleted_store_is_refused_not_recreated_empty(tmp_path: Path, store: s
 
 @pytest.mark.parametrize(
     ("marker", "message"),
-    [('{"format": 2, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable"),
+    [('{"format": 3, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable"),
      ('{"format": 1e999}', "unreadable")],
 )
 def test_a_frontier_marker_of_a_newer_layout_or_garbage_is_refused(
@@ -89,6 +90,27 @@ def test_a_frontier_marker_of_a_newer_layout_or_garbage_is_refused(
     (tmp_path / "irl" / "FRONTIER").write_text(marker)
     with pytest.raises(FrontierCorruptionError, match=message):
         opened(JOBDIR=str(tmp_path))
+
+
+def test_a_frontier_of_layout_1_resumes_and_is_marked_2_so_older_versions_refuse_it(tmp_path: Path):
+    """Version 1 would read STAR's tuples with origins as admissions (a correction as an
+    empty record): once this version wrote to a frontier, version 1 must refuse it."""
+    import json
+
+    from scrapy_irl.scheduler.layout import _check_marker
+
+    sched = opened(JOBDIR=str(tmp_path))
+    fill(sched, 10)
+    sched.close("shutdown")
+    marker = tmp_path / "irl" / "FRONTIER"
+    marker.write_text('{"format": 1, "created": 0, "stores": []}')
+    again = opened(JOBDIR=str(tmp_path))
+    assert len(again.beast) == 10
+    assert json.loads(marker.read_text())["format"] == 2
+    again.close("finished")
+    with mock.patch("scrapy_irl.scheduler.layout.FORMAT", 1):  # an older scrapy-irl
+        with pytest.raises(FrontierCorruptionError, match="version 2, written by a newer"):
+            _check_marker(marker)
 
 
 def test_a_frontier_of_an_earlier_version_without_marker_resumes(tmp_path: Path):
