@@ -526,7 +526,7 @@ class Drum:
         if self._closed:
             raise DrumError("DRUM store is closed")
         if not self.store_aux:
-            return
+            raise DrumError("aux_on_disk() needs a store created with store_aux=True")
         for epoch in [*self._manifest.pending_delivery, self._manifest.epoch]:
             for bucket in self._make_buckets(epoch):
                 for count, offsets, blob in bucket.iter_aux(self.merge_chunk_bytes):

@@ -126,6 +126,9 @@ class Star:
         # Results (positions) whose correction is already in pld_indegree's files although
         # STATE does not say so yet: not written twice (see ``_undone_on_disk``).
         self._undone: set[bytes] = set()
+        # Those of them read at open and not yet counted in ``_corrections``: a result
+        # skipped as applied still takes its correction off the rest of the merge.
+        self._restored: set[bytes] = set()
         # pld_indegree's last result epoch whose admissions ``on_durable`` made durable,
         # kept by the consumer in the same commit as the admitted records (BEAST's
         # STATE). A kill after that commit and before pld_indegree's acknowledgement makes
@@ -150,6 +153,7 @@ class Star:
         )
         if self.plds.pending_deliveries:
             self._undone = self._undone_on_disk()
+            self._restored = set(self._undone)
 
     def _undone_on_disk(self) -> set[bytes]:
         """Corrections written out before a kill that came before BEAST's save: the
@@ -198,6 +202,7 @@ class Star:
         if self._on_durable is not None:
             self._on_durable()
         self._undone.clear()  # STATE now holds their positions: never made again
+        self._restored.clear()
 
     def _on_plds(self, batch: Any) -> None:
         self._delivered_epoch = batch.epoch
@@ -211,8 +216,16 @@ class Star:
         else:
             first = min(count, max(0, self._applied.get(at_key, -1) - base + 1))
         for i in range(first):  # applied before the kill that prevented the ack
-            if batch.aux(i)[:1] in (_ADMIT, _ADMIT_FROM):
+            tag = batch.aux(i)[:1]
+            if tag in (_ADMIT, _ADMIT_FROM):
                 self.redelivered_skipped += 1
+            if self._restored and tag in _SEEN:  # a copy undone before the kill?
+                where = _pack_origin((batch.epoch, batch.bucket, batch.start + i))
+                if where in self._restored:
+                    self._restored.discard(where)
+                    key = int(batch.keys[i])
+                    added = int(DEGREE_ONE) if tag == _EDGE_FROM else int(ADMIT_ONE)
+                    self._corrections[key] = self._corrections.get(key, 0) + added
         if first == count:
             return
         keys, values = batch.keys.tolist(), batch.values.tolist()
@@ -259,8 +272,11 @@ class Star:
         corrects (``where``), so a kill before BEAST's save does not make it twice."""
         added = int(DEGREE_ONE) if tag == _EDGE_FROM else int(ADMIT_ONE)
         if where not in self._undone:
-            self.plds.update(key, np.uint64(_MOD - added).tobytes(), _UNDO + where)
+            # marked first: an update that raises once the tuple is buffered (its
+            # write-out or the merge it starts fails) leaves the correction made
             self._undone.add(where)
+            self.plds.update(key, np.uint64(_MOD - added).tobytes(), _UNDO + where)
+        self._restored.discard(where)
         self._corrections[key] = self._corrections.get(key, 0) + added
         self.duplicates_undone += 1
         if tag == _EDGE_FROM:

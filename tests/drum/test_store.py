@@ -394,3 +394,11 @@ def test_aux_on_disk_lists_unmerged_and_owed_tuples_not_ram_buffers(tmp_path):
         assert list(drum.aux_on_disk()) == []
     with pytest.raises(DrumError):
         list(drum.aux_on_disk())
+
+
+def test_aux_on_disk_of_a_store_without_aux_is_an_error(tmp_path):
+    with Drum(tmp_path / "d", buckets=2, store_aux=False) as drum:
+        drum.check_update(1, None)
+        drum.write_out()
+        with pytest.raises(DrumError, match="store_aux"):
+            list(drum.aux_on_disk())

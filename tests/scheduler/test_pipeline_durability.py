@@ -339,3 +339,93 @@ def test_a_correction_written_out_before_a_kill_in_beasts_save_is_not_made_twice
     counts = admitted_counts(tmp_path, monkeypatch)
     for pld, n in true_admitted().items():
         assert counts[pld] == (0, n), pld
+
+
+def test_a_correction_whose_write_out_fails_is_not_made_twice(tmp_path: Path, monkeypatch):
+    """Found by review on 2026-11-27: a correction's update fills a pld_indegree bucket, and the
+    merge that this triggers fails (a full disk) after the correction was written out.
+    The epoch stays owed and is delivered again in the same process; the result whose
+    correction raised is applied again, and a second correction was written for it."""
+    kill_at_urlseens_ack(tmp_path, monkeypatch)
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    star.flush()  # the first copies: merged, queued in BEAST, saved, acknowledged
+    abandon(urlseen, star.edges, star.plds)
+
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    urlseen.merge()  # URLseen's delivery again: the second copies reach pld_indegree
+    plds = star.plds
+    real_merge_epoch, failed = plds._merge_epoch, []
+
+    def full_disk():
+        if plds._delivering and not failed:
+            failed.append(1)
+            raise OSError(28, "No space left on device")
+        return real_merge_epoch()
+
+    monkeypatch.setattr(plds, "_merge_epoch", full_disk)
+    sizes = plds.buffer_bytes, plds.bucket_bytes
+    plds.buffer_bytes = plds.bucket_bytes = 1  # the first correction's update merges
+    with pytest.raises(OSError):
+        star.flush()
+    assert failed and star.duplicates_undone == 0
+    plds.buffer_bytes, plds.bucket_bytes = sizes
+    star.flush()  # the owed epoch, delivered again in the same process
+    assert star.duplicates_undone == N
+    got = []
+    while (item := beast.pop()) is not None:
+        got.append(record_url(item[0]))
+        beast.done(item[1])
+    assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
+    urlseen.close(), star.close(), beast.close()
+    counts = admitted_counts(tmp_path, monkeypatch)
+    for pld, n in true_admitted().items():
+        assert counts[pld] == (0, n), pld
+
+
+def test_a_partly_applied_batch_after_a_kill_keeps_the_corrections_of_its_prefix(
+    tmp_path: Path, monkeypatch
+):
+    """Found by review on 2026-11-27: second copies are undone in a pld_indegree epoch, BEAST
+    refuses a later URL of the same epoch (a full disk), the timed save commits the
+    prefix, and a kill follows. The next start skips the applied prefix, and with it
+    the corrections it made to the values of the rest of the merge: the URLs after it
+    are handed to BEAST with P_x counting every second copy (2 n instead of n)."""
+    from urllib.parse import urlsplit
+
+    from scrapy_irl.scheduler.pld import pld_of
+
+    kill_at_urlseens_ack(tmp_path, monkeypatch)
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    urlseen.merge()  # the second copies, behind the first ones in pld_indegree's files
+    for j in range(11):  # then one new URL per PLD
+        urlseen.check_update(10_000 + j, None, pack_record(f"http://new.example{j}.com/", b"r"))
+    urlseen.merge()
+    real = star.on_admitted
+
+    def full_disk(record, budget, admitted):
+        if record_url(record).startswith("http://new."):
+            raise OSError(28, "No space left on device")
+        real(record, budget, admitted)
+
+    star.on_admitted = full_disk
+    with pytest.raises(OSError):
+        star.flush()
+    assert star.duplicates_undone > 0
+    star.write_out(), beast.save()  # the scheduler's tick
+    abandon(urlseen, star.edges, star.plds)
+
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    got: dict[str, int] = {}
+    real = star.on_admitted
+
+    def spy(record, budget, admitted):
+        if record_url(record).startswith("http://new."):
+            got[pld_of(urlsplit(record_url(record)).hostname)] = admitted
+        real(record, budget, admitted)
+
+    star.on_admitted = spy
+    urlseen.merge()
+    star.flush()
+    assert len(got) == 11
+    for pld, n in true_admitted().items():
+        assert got[pld] == n, pld
