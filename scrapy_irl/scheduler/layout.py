@@ -35,18 +35,25 @@ def _holds_data(path: Path) -> bool:
     )
 
 
+def _marked_version(marker: Path) -> int | None:
+    """The layout version ``marker`` names, None without a marker; raises on garbage."""
+    try:
+        return int(json.loads(marker.read_text(encoding="utf-8"))["format"])
+    except FileNotFoundError:
+        return None
+
+
 def _check_marker(marker: Path) -> None:
     """The marker must be one this version wrote or can read: a newer layout (other
     stores, other meanings) is refused, like a newer STATE or DRUM manifest."""
     try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
-        version = int(data["format"])
+        version = _marked_version(marker)
     except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:
         raise FrontierCorruptionError(
             f"{marker}: unreadable ({exc!r}); it should name this frontier's layout. "
             "Restore it, or delete the whole directory to start afresh."
         ) from None
-    if version > FORMAT:
+    if version is not None and version > FORMAT:
         raise FrontierCorruptionError(
             f"{marker}: frontier layout version {version}, written by a newer scrapy-irl; "
             f"this one reads version {FORMAT}. Upgrade scrapy-irl or use a new JOBDIR."
@@ -102,13 +109,6 @@ def check_no_stock_queue(jobdir: str | None) -> None:
             "the IRL scheduler cannot read its queue. Finish that crawl with Scrapy's "
             "scheduler, use a new JOBDIR, or delete requests.queue to drop those requests."
         )
-
-
-def _marked_version(marker: Path) -> int | None:
-    try:
-        return int(json.loads(marker.read_text(encoding="utf-8"))["format"])
-    except FileNotFoundError:
-        return None
 
 
 def mark_frontier(path: Path, *, fsync: bool) -> None:

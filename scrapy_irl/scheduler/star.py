@@ -84,6 +84,17 @@ def _pack_origin(origin: Origin) -> bytes:
     return _ORIGIN.pack(epoch, (bucket << _INDEX_BITS) | index)
 
 
+def _where(batch_at: Origin, i: int) -> bytes:
+    """The ``i``-th result of a batch starting at ``batch_at``, as a correction names it."""
+    epoch, bucket, start = batch_at
+    return _pack_origin((epoch, bucket, start + i))
+
+
+def _addition(tag: bytes) -> int:
+    """What a tuple with ``tag`` adds to its PLD's packed (d_x, P_x)."""
+    return int(DEGREE_ONE) if tag in (_EDGE, _EDGE_FROM) else int(ADMIT_ONE)
+
+
 def _position(epoch: int, index: int) -> int:
     """One integer ordering (epoch, index) pairs as tuples are ordered."""
     return (epoch << 64) | index
@@ -215,23 +226,22 @@ class Star:
             first = count  # the whole epoch was applied (STATE of an earlier version)
         else:
             first = min(count, max(0, self._applied.get(at_key, -1) - base + 1))
+        at = (batch.epoch, batch.bucket, batch.start)
         for i in range(first):  # applied before the kill that prevented the ack
             tag = batch.aux(i)[:1]
             if tag in (_ADMIT, _ADMIT_FROM):
                 self.redelivered_skipped += 1
             if self._restored and tag in _SEEN:  # a copy undone before the kill?
-                where = _pack_origin((batch.epoch, batch.bucket, batch.start + i))
+                where = _where(at, i)
                 if where in self._restored:
                     self._restored.discard(where)
                     key = int(batch.keys[i])
-                    added = int(DEGREE_ONE) if tag == _EDGE_FROM else int(ADMIT_ONE)
-                    self._corrections[key] = self._corrections.get(key, 0) + added
+                    self._corrections[key] = self._corrections.get(key, 0) + _addition(tag)
         if first == count:
             return
         keys, values = batch.keys.tolist(), batch.values.tolist()
         seen = {tag: f"{prefix}{batch.bucket}" for tag, prefix in _SEEN.items()}
         done = first
-        at = (batch.epoch, batch.bucket, batch.start)
         try:
             for i in range(first, count):
                 self._apply(batch.aux(i), keys[i], values[i], seen, at, i)
@@ -251,7 +261,7 @@ class Star:
             seen_key, origin = seen[tag], _position(epoch, seq)
             body = aux[1 + _ORIGIN.size :]
             if origin <= self._applied.get(seen_key, -1):
-                self._undo(key, tag, body, before, _pack_origin((at[0], at[1], at[2] + i)))
+                self._undo(key, tag, body, before, _where(at, i))
                 return
         if tag == _UNDO:
             return
@@ -270,7 +280,7 @@ class Star:
         it again after a kill): queue nothing, and take its addition back, at once for
         the rest of this merge and on disk by a negative update naming the result it
         corrects (``where``), so a kill before BEAST's save does not make it twice."""
-        added = int(DEGREE_ONE) if tag == _EDGE_FROM else int(ADMIT_ONE)
+        added = _addition(tag)
         if where not in self._undone:
             # marked first: an update that raises once the tuple is buffered (its
             # write-out or the merge it starts fails) leaves the correction made
