@@ -37,6 +37,8 @@ STOCK_SPIDER_STATE = "scrapy.extensions.spiderstate.SpiderState"
 SPIDER_STATE = "scrapy_irl.spiderstate.CrashSafeSpiderState"
 #: Scrapy's HTTP handler, swapped for ours (which leaves re-sending to the scheduler).
 STOCK_HTTP_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
+#: Scrapy's FTP handler, swapped for ours (which ends a download at its timeout).
+STOCK_FTP_HANDLER = "scrapy.core.downloader.handlers.ftp.FTPDownloadHandler"
 
 
 class Addon:
@@ -82,7 +84,7 @@ class Addon:
         for path, priority in DOWNLOADER_MIDDLEWARES.items():
             if path not in middlewares:
                 settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(path), priority)
-        _install_http_handler(settings)
+        _install_handlers(settings)
         spider_middlewares = _placed(settings, "SPIDER_MIDDLEWARES")
         for path, priority in SPIDER_MIDDLEWARES.items():
             if path not in spider_middlewares:
@@ -102,32 +104,36 @@ def _write_defaults(settings: BaseSettings) -> None:
             settings.set(name, copy.deepcopy(getattr(defaults, name)), priority="default")
 
 
-def _install_http_handler(settings: BaseSettings) -> None:
-    """Our HTTP handler for each scheme still served by Scrapy's stock one. A handler the
-    project (or an add-on before ours) chose in ``DOWNLOAD_HANDLERS``, or put in
-    ``DOWNLOAD_HANDLERS_BASE``, is kept; the scheduler names it at open.
+def _install_handlers(settings: BaseSettings) -> None:
+    """Our handler for each scheme still served by Scrapy's stock one: HTTP(S) without
+    Twisted's silent re-send, FTP with a timeout. A handler the project (or an add-on
+    before ours) chose in ``DOWNLOAD_HANDLERS``, or put in ``DOWNLOAD_HANDLERS_BASE``, is
+    kept; the scheduler names an HTTP one at open, and leaves ``ftp:`` URLs out of the
+    heaps under any FTP handler but ours (:func:`scrapy_irl.hosts.download.polite_schemes`).
 
     Written into ``DOWNLOAD_HANDLERS`` as ``set_in_component_priority_dict`` writes
     middlewares, whatever the setting's priority, but at no less than the base's:
     ``getwithbase`` merges key by key and keeps a base entry set at a higher priority
     (a project that rewrote ``DOWNLOAD_HANDLERS_BASE`` for http alone kept Scrapy's
     https handler)."""
-    from scrapy_irl.hosts.download import HTTP_SCHEMES, PATH
+    from scrapy_irl.hosts import download, ftp
 
     chosen = settings.getdict("DOWNLOAD_HANDLERS")
     base = settings.getdict("DOWNLOAD_HANDLERS_BASE")
-    ours = {scheme: PATH for scheme in HTTP_SCHEMES
-            if scheme not in chosen and _is_stock_http(base.get(scheme))}  # fmt: skip
+    swaps = {scheme: (STOCK_HTTP_HANDLER, download.PATH) for scheme in download.HTTP_SCHEMES}
+    swaps[ftp.FTP_SCHEME] = (STOCK_FTP_HANDLER, ftp.PATH)
+    ours = {scheme: path for scheme, (stock, path) in swaps.items()
+            if scheme not in chosen and _is_stock(base.get(scheme), stock)}  # fmt: skip
     if ours:
         priority = max(settings.getpriority(name) or 0
                        for name in ("DOWNLOAD_HANDLERS", "DOWNLOAD_HANDLERS_BASE"))  # fmt: skip
         settings.set("DOWNLOAD_HANDLERS", {**chosen, **ours}, priority)
 
 
-def _is_stock_http(handler: object) -> bool:
+def _is_stock(handler: object, stock: str) -> bool:
     if isinstance(handler, str):
-        return handler == STOCK_HTTP_HANDLER
-    return handler is not None and handler is _load(STOCK_HTTP_HANDLER)
+        return handler == stock
+    return handler is not None and handler is _load(stock)
 
 
 def _placed(settings: BaseSettings, name: str) -> set[str]:

@@ -135,6 +135,26 @@ def _http_handlers(settings: BaseSettings) -> Iterator[tuple[str, Any, Any]]:
         yield scheme, handler, cls if isinstance(cls, type) else None
 
 
+def polite_schemes(settings: BaseSettings) -> frozenset[str]:
+    """Schemes whose URLs go through the politeness heaps: ``http`` and ``https``, and
+    ``ftp`` when :class:`~scrapy_irl.hosts.ftp.PoliteFTPDownloadHandler` (or a subclass)
+    serves it. A host is served again only once its request has left the downloader, so
+    a scheme joins the heaps only with a handler known to end every download: Scrapy's
+    own FTP handler has no timeout (one stalled transfer held its host, and its IP, for
+    the rest of the crawl), and a project's own handler for another scheme is unknown."""
+    from scrapy.utils.misc import load_object
+
+    from scrapy_irl.hosts.ftp import FTP_SCHEME, PoliteFTPDownloadHandler
+
+    handler = settings.getwithbase("DOWNLOAD_HANDLERS").get(FTP_SCHEME)
+    try:
+        cls = load_object(handler) if isinstance(handler, str) else handler
+    except (ImportError, NameError, ValueError):  # the downloader reports it; not ours
+        cls = None
+    timed = isinstance(cls, type) and issubclass(cls, PoliteFTPDownloadHandler)
+    return frozenset(HTTP_SCHEMES) | ({FTP_SCHEME} if timed else frozenset())
+
+
 def twisted_http_schemes(settings: BaseSettings) -> frozenset[str]:
     """The ``http``/``https`` schemes downloaded by Scrapy's Twisted HTTP/1.1 handler (or
     ours, built on it): the ones whose host names Twisted judges

@@ -62,6 +62,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STAT_PREFIX = "irl_dns"
+#: Schemes whose host the downloader connects to by name: resolved here and pinned. An
+#: FTP connection resolves through the same reactor resolver (``connectTCP``).
+RESOLVED_SCHEMES = ("http", "https", "ftp")
 #: When this process began using DNS records: addresses stored before it came from an
 #: earlier run, and are looked up again at first use (``HostResolver.revalidate_before``).
 PROCESS_STARTED = time.time()
@@ -166,9 +169,10 @@ class HostDnsMiddleware:
         self, request: Request, spider: Spider | None = None
     ) -> Any:
         parts = urlparse_cached(request)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if parts.scheme not in RESOLVED_SCHEMES or not parts.hostname:
             return None
-        if self.proxies.proxied(parts.scheme, parts.hostname, request.meta):
+        # Scrapy's FTP handler connects itself, whatever proxy HttpProxyMiddleware named.
+        if parts.scheme != "ftp" and self.proxies.proxied(parts.scheme, parts.hostname, request.meta):
             # The proxy resolves the name; this machine's DNS may not know it at all.
             self.crawler.stats.inc_value(f"{STAT_PREFIX}/proxied_requests")
             return None

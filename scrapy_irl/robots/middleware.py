@@ -39,7 +39,7 @@ from scrapy_irl.refusal import refusing_start
 from scrapy_irl.robots import reduce
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
 from scrapy_irl.robots.matching import url_for_rules
-from scrapy_irl.robots.origin import origin_of
+from scrapy_irl.robots.origin import HTTP_ORIGINS, origin_of
 from scrapy_irl.robots.policy import NO_RESPONSE, RobotsPolicy
 
 if TYPE_CHECKING:
@@ -354,6 +354,9 @@ class RobotsCacheMiddleware:
         origin = origin_of(urlparse_cached(request))
         if origin is None:
             self._inc("no_host")
+            return None
+        if not origin.startswith(HTTP_ORIGINS):  # ftp: and the like: not fetched
+            self._inc("other_scheme")
             return None
         cached = self.cache.get(origin)
         if cached is not None:

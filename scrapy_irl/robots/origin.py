@@ -7,6 +7,8 @@ from urllib.parse import ParseResult, SplitResult
 from scrapy_irl.hosts.names import canonical_host
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+#: Prefixes of the origins whose robots.txt is fetched (over http(s) only).
+HTTP_ORIGINS = ("http://", "https://")
 
 
 def origin_of(parts: SplitResult | ParseResult) -> str | None:

@@ -48,7 +48,7 @@ class Intake:
     def _enqueue(self, request: Request) -> bool:
         parts = urlparse_cached(request)
         host = host_key(parts.hostname)
-        no_host = without_host(parts.scheme, host)
+        no_host = without_host(parts.scheme, host, self._polite_schemes)
         if no_host or self._refused_host(parts, request):
             # data:, file:, unknown schemes: no host to be polite to; the downloader
             # handles (or rejects) them, so they are handed out in RAM, unchanged (what

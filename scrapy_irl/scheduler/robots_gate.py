@@ -22,7 +22,7 @@ from scrapy_irl.robots.middleware import (
     REFUSED_META,
     UNREACHABLE,
 )
-from scrapy_irl.robots.origin import origin_of
+from scrapy_irl.robots.origin import HTTP_ORIGINS, origin_of
 from scrapy_irl.scheduler.items import (
     FRONTIER_FAILURES,
     Held,
@@ -76,6 +76,12 @@ class RobotsGate:
         url = url_of(item)
         origin = origin_of(url_parts(url))
         if origin is None:
+            self._push_or_park(host, item)
+            return
+        if not origin.startswith(HTTP_ORIGINS):
+            # ftp: and other network schemes: timed by the heaps like any request to the
+            # host, but robots.txt is read over http(s) only (docs/robots.rst).
+            self.counts["robots_other_scheme"] += 1
             self._push_or_park(host, item)
             return
         cached = self.robots.cache.get(origin)

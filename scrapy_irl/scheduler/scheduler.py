@@ -41,7 +41,8 @@ from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.exceptions import IrlError, StoreAccessError
 from scrapy_irl.tempdirs import make_temporary_directory, remove_temporary_directory
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
-from scrapy_irl.hosts.download import other_http_handlers, twisted_http_schemes
+from scrapy_irl.hosts.download import other_http_handlers, polite_schemes, twisted_http_schemes
+from scrapy_irl.hosts.ftp import ftp_server_answered
 from scrapy_irl.hosts.middleware import resolver_from_crawler
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import ProxyRoutes
@@ -223,6 +224,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         # be fetched again): nothing is filtered, every request goes as if dont_filter.
         self.filtering = _class_path(settings.get("DUPEFILTER_CLASS")) != _NO_FILTER
         self._twisted_schemes = twisted_http_schemes(settings)
+        self._polite_schemes = polite_schemes(settings)
         self._told_invalid_host = False
         self._next_forget = float("-inf")  # when the next scan for idle hosts is due
         self._next_ready_count = float("-inf")  # when irl_sched/ready_hosts is next counted
@@ -414,6 +416,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self.crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
         # a response's headers arrived: a download that fails after them was answered
         self.crawler.signals.connect(self._headers_arrived, signal=signals.headers_received)
+        # an FTP server refused a login or command: up, not silent
+        self.crawler.signals.connect(self._headers_arrived, signal=ftp_server_answered)
         self.crawler.signals.connect(self._answered, signal=signals.response_received)
         if self.flush_interval > 0:
             self._tick = task.LoopingCall(self._on_tick)
@@ -811,7 +815,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             held = Held(record, token)
             parts = url_parts(record_url(record))
             host = host_key(parts.hostname)
-            no_host = without_host(parts.scheme, host)
+            no_host = without_host(parts.scheme, host, self._polite_schemes)
             if no_host or self._maybe_refused(parts):
                 # Saved at a graceful stop: back to the direct queue, off the disk (a
                 # host name Twisted refuses went the heaps' way on resume until

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy.http import Request
+from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_irl.scheduler.backoff import Backoff
 from scrapy_irl.scheduler.items import Handout
@@ -21,6 +22,12 @@ if TYPE_CHECKING:
     from scrapy import Spider
 
 logger = logging.getLogger(__name__)
+
+
+def http_answer(request: Request) -> bool:
+    """Is the request's status an HTTP server's? Scrapy's FTP handler maps every failed
+    FTP command but 550 (no such file) to 503: not "come back later"."""
+    return urlparse_cached(request).scheme in ("http", "https")
 
 
 class HandoutTracking:
@@ -56,14 +63,15 @@ class HandoutTracking:
     def _downloaded(self, response: Any, request: Request, spider: Spider | None = None) -> None:
         """The server's answer to a page this scheduler handed out: a 429 or 503
         (``IRL_BACKOFF_HTTP_CODES``) makes its host wait (:mod:`scrapy_irl.scheduler.backoff`),
-        any other answer ends its run of them. Sent before request_left_downloader frees
+        any other answer (an FTP one too, whatever status Scrapy's FTP handler gave it)
+        ends its run of them. Sent before request_left_downloader frees
         the host, so the host re-enters its heap with the wait already set."""
         entry = self._handed.get(id(request))
         if entry is None:
             return
         entry.answered = True
         host = entry.host
-        if not self.backoff.applies(response.status):
+        if not self.backoff.applies(response.status) or not http_answer(request):
             if host.backoff_streak:
                 host.backoff_streak = 0
                 if self.memory is not None:  # the run is over, after a kill too

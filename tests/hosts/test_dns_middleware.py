@@ -187,6 +187,9 @@ def test_each_request_pins_its_address_in_scrapys_dns_cache(make, caplog) -> Non
         dnscache["pin.test"] = "127.0.0.99"  # an answer the downloader got on its own
         assert result_of(run(mw.process_request(Request("http://pin.test/a")))) is None
         assert dnscache["pin.test"] == "127.0.0.5"
+        dnscache["pin.test"] = "127.0.0.99"  # an FTP connection resolves through it too
+        assert result_of(run(mw.process_request(Request("ftp://pin.test/file")))) is None
+        assert dnscache["pin.test"] == "127.0.0.5"
         assert result_of(run(mw.process_request(Request("http://127.0.0.6/")))) is None
         assert "127.0.0.6" not in dnscache and stat(mw, "unpinned_requests") == 0
         mw._installed_reactor = SimpleNamespace(resolver=object())
