@@ -91,11 +91,23 @@ def download_timeout(request: Request, default: float) -> float:
 
 
 def answered(exc: BaseException) -> bool:
-    """Did the server reply? ``CommandFailed`` carries its reply; Twisted's FTP client
-    fails a refused login as ``ConnectionLost`` around the ``CommandFailed``."""
+    """Did the server reply, other than with 421 ("service not available": come back
+    later, backed off like a server that did not answer)? ``CommandFailed`` carries its
+    reply; Twisted's FTP client fails a refused login as ``ConnectionLost`` around the
+    ``CommandFailed``."""
     from twisted.protocols import ftp as ftp_protocol
 
-    if isinstance(exc, ftp_protocol.CommandFailed):
-        return True
-    return any(isinstance(arg, Failure) and arg.check(ftp_protocol.CommandFailed) is not None
-               for arg in getattr(exc, "args", ()))  # fmt: skip
+    failed = exc if isinstance(exc, ftp_protocol.CommandFailed) else next(
+        (arg.value for arg in getattr(exc, "args", ())
+         if isinstance(arg, Failure) and arg.check(ftp_protocol.CommandFailed) is not None),
+        None,
+    )  # fmt: skip
+    if failed is None:
+        return False
+    reply = failed.args[0] if failed.args else None
+    first = reply[0] if isinstance(reply, list) and reply else reply
+    return not str(first).startswith(UNAVAILABLE)
+
+
+#: FTP's reply "service not available, closing control connection" (RFC 959).
+UNAVAILABLE = "421"

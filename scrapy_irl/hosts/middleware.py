@@ -171,8 +171,7 @@ class HostDnsMiddleware:
         parts = urlparse_cached(request)
         if parts.scheme not in RESOLVED_SCHEMES or not parts.hostname:
             return None
-        # Scrapy's FTP handler connects itself, whatever proxy HttpProxyMiddleware named.
-        if parts.scheme != "ftp" and self.proxies.proxied(parts.scheme, parts.hostname, request.meta):
+        if self.proxies.proxied(parts.scheme, parts.hostname, request.meta):
             # The proxy resolves the name; this machine's DNS may not know it at all.
             self.crawler.stats.inc_value(f"{STAT_PREFIX}/proxied_requests")
             return None

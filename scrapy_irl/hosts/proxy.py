@@ -7,6 +7,7 @@ and dropped all its URLs. The rule is Scrapy's own (``HttpProxyMiddleware`` and 
 download handler): ``meta["proxy"]`` decides when the key is present (``None``: direct);
 otherwise the ``*_proxy`` environment variables apply, unless ``no_proxy`` lists the host
 or the middleware is switched off (``HTTPPROXY_ENABLED``, or its entry set to ``None``).
+``ftp:`` requests never go through one: Scrapy's FTP handler connects directly.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from scrapy.utils.misc import load_object
 PROXIED_PREFIX = "proxied:"
 
 
+#: Schemes whose download handler connects to the host itself whatever proxy was named
+#: (Scrapy's FTP handler, and the add-on's built on it, ignore ``meta["proxy"]``): their
+#: hosts are resolved and timed on their own address like any other.
+DIRECT_SCHEMES = frozenset({"ftp"})
+
+
 class ProxyRoutes:
     """``proxied(scheme, host, meta)``: does a request go through a proxy?"""
 
@@ -39,6 +46,8 @@ class ProxyRoutes:
         return cls(frozenset(getproxies()), middleware_on=_middleware_on(settings))
 
     def proxied(self, scheme: str, host: str | None, meta: Mapping[str, Any]) -> bool:
+        if scheme in DIRECT_SCHEMES:
+            return False
         if "proxy" in meta:
             return bool(meta["proxy"])
         if scheme not in self.env_schemes:

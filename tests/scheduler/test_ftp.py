@@ -15,7 +15,7 @@ from pathlib import Path
 from scrapy.settings import Settings
 
 from scrapy_irl.hosts.download import polite_schemes
-from scrapy_irl.hosts.ftp import PATH, PoliteFTPDownloadHandler
+from scrapy_irl.hosts.ftp import PATH, PoliteFTPDownloadHandler, answered
 from scrapy_irl.scheduler.items import without_host
 from tests.ftp_server import FtpServer
 from tests.loopback_site import serving
@@ -62,6 +62,23 @@ def test_a_stalled_ftp_transfer_ends_at_its_timeout_and_frees_its_host_and_ip(
     assert stats["finish_reason"] == "finished"
     assert took < 30, took
     assert stats["irl_sched/backoff/no_answer"] == 1  # a silent server is backed off
+
+
+def test_ftp_hosts_of_one_server_share_its_ip_turns_whatever_proxy_is_named(
+    tmp_path: Path,
+) -> None:
+    """Scrapy's FTP handler ignores ``meta["proxy"]``: taken as proxied, each host was
+    timed on an address of its own, and two names of one server got gaps of 0.29 s at
+    tau_s 1.5 s (found by review, 2026-11-27)."""
+    with FtpServer(FILES) as server:
+        requests = [{"url": f"ftp://{name}:{server.port}{path}",
+                     "meta": {"proxy": "http://127.0.0.1:9"}}
+                    for name, path in zip(["localhost", "127.0.0.1"] * 2, FILES)]  # fmt: skip
+        stats = crawl(requests, tmp_path, IRL_IP_DELAY=0.6, IRL_IP_DELAY_MIN=0.6)
+        sessions = retrieved(server)
+    assert sorted(path for _, path in sessions) == sorted(FILES), (sessions, stats)
+    assert min(later - earlier for (earlier, _), (later, _) in pairwise(sessions)) >= 0.6
+    assert "irl_sched/proxied_hosts_added" not in stats
 
 
 def test_a_refused_ftp_login_does_not_back_off_its_hosts_http_pages(tmp_path: Path) -> None:
@@ -115,3 +132,15 @@ def test_the_addon_installs_the_ftp_handler_unless_the_project_chose_one() -> No
     assert handler({}) == PATH
     assert handler({"DOWNLOAD_HANDLERS": {"ftp": None}}) is None
     assert handler({"DOWNLOAD_HANDLERS": {"ftp": "my.Handler"}}) == "my.Handler"
+
+
+def test_a_server_that_replied_is_told_from_a_silent_one_and_421_means_later() -> None:
+    from twisted.protocols.ftp import CommandFailed, ConnectionLost
+    from twisted.python.failure import Failure
+
+    assert answered(CommandFailed(["451 Local error."]))
+    assert answered(ConnectionLost("FTP connection lost", Failure(CommandFailed(["530 No."]))))
+    # 421, "service not available": backed off like a server that did not answer
+    assert not answered(CommandFailed(["421 Too many users."]))
+    assert not answered(ConnectionLost("FTP connection lost", Failure(CommandFailed(["421 Busy."]))))
+    assert not answered(ConnectionLost("FTP connection lost"))
