@@ -7,7 +7,11 @@ typed, each spelling was a host and an IP of its own: its own robots.txt fetch, 
 tau_h and tau_s, and requests to the one server 0.3 ms apart (found by a probe,
 2026-11-27). IPv4 literals need nothing: Python's ``ipaddress`` accepts only the dotted
 quad without leading zeros, which is already the one spelling, and the other forms
-(``127.1``, ``2130706433``) go through the resolver, which answers in that form.
+(``127.1``, ``2130706433``) go through the resolver, which answers in that form. An
+IPv4-mapped IPv6 literal (``[::ffff:127.0.0.7]``) reaches the IPv4 server it names, and
+is keyed as that IPv4 address: kept as an IPv6 one, it was another host and IP, and one
+server got 12 requests with gaps down to 0.29 s at tau_s 1 s (found by a probe,
+2026-11-27).
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ from functools import lru_cache
 
 def canonical_host(hostname: str | None) -> str:
     """Lower case, without the root's trailing dot, an IPv6 literal in RFC 5952 form
-    (without brackets, as ``urlsplit(...).hostname`` gives it). Cheap for names: the
+    (without brackets, as ``urlsplit(...).hostname`` gives it), an IPv4-mapped one as
+    its IPv4 address. Cheap for names: the
     ``ipaddress`` parse runs only for hosts with a colon."""
     host = (hostname or "").lower().rstrip(".")
     if ":" in host:
         try:
-            return ipaddress.IPv6Address(host).compressed
+            address = ipaddress.IPv6Address(host)
         except ValueError:
             return host
+        mapped = address.ipv4_mapped
+        return str(mapped) if mapped is not None else address.compressed
     return host
 
 

@@ -369,6 +369,10 @@ def test_ipv6_spellings_of_one_address_are_one_host_and_one_ip() -> None:
     assert canonical_host("Example.COM.") == "example.com"
     assert canonical_host("127.0.0.1") == "127.0.0.1"
     assert canonical_host("not:an:address") == "not:an:address"  # left as it is
+    # an IPv4-mapped literal reaches the IPv4 server it names
+    assert {host_key(urlsplit(f"http://{s}/").hostname)
+            for s in ("127.0.0.7", "[::ffff:127.0.0.7]", "[::FFFF:7f00:7]")} == {"127.0.0.7"}  # fmt: skip
+    assert origin_of(urlsplit("http://[::ffff:127.0.0.7]:81/")) == "http://127.0.0.7:81"
 
 
 @pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
@@ -385,6 +389,24 @@ def test_one_ipv6_server_written_three_ways_is_crawled_at_its_delay(tmp_path: Pa
     assert stats["finish_reason"] == "finished"
     assert [path for _, _, path in site.log].count("/robots.txt") == 1, site.log
     assert sorted(path for _, _, path in site.pages()) == ["/0", "/1", "/2"]
+    assert min(gaps(site.log)) >= 0.5, site.log
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 sockets here")
+def test_an_ipv4_server_written_as_an_ipv4_mapped_literal_is_one_host_and_ip(
+    tmp_path: Path,
+) -> None:
+    """``[::ffff:127.0.0.1]`` was a host and an IP of its own: two streams of requests to
+    the one IPv4 server, gaps down to 0.29 s at tau_s 1 s (found by a probe, 2026-11-27)."""
+    with serving(_Site()) as site:
+        port = site.server_address[1]
+        stats = crawl([{"url": f"http://{host}:{port}/{n}"}
+                       for n, host in enumerate(["127.0.0.1", "[::ffff:127.0.0.1]"] * 2)],
+                      tmp_path, ROBOTSTXT_OBEY=True, IRL_HOST_DELAY=0.1, IRL_HOST_DELAY_MIN=0.1,
+                      IRL_IP_DELAY=0.5, IRL_IP_DELAY_MIN=0.5)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert [path for _, _, path in site.log].count("/robots.txt") == 1, site.log
+    assert sorted(path for _, _, path in site.pages()) == ["/0", "/1", "/2", "/3"]
     assert min(gaps(site.log)) >= 0.5, site.log
 
 
