@@ -114,3 +114,14 @@ def pin_address(reactor: Any, host: str, ip: str) -> bool:
         dnscache.pop(host, None)
         dnscache[host] = value
     return True
+
+
+def pinned_address(host: str) -> str | None:
+    """The address Scrapy's DNS cache holds for ``host`` (as :func:`pin_address` wrote it,
+    in either resolver's form), or None."""
+    value = dnscache.get(connection_name(host))
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value:
+        return getattr(value[0], "host", None)
+    return None

@@ -51,3 +51,42 @@ def test_other_http_handlers_names_what_is_not_ours():
     assert other_http_handlers(settings({"http": Subclassed, "https": "no.such.Handler"})) == {
         "https": "no.such.Handler"
     }
+
+
+def test_a_pooled_connection_to_another_address_than_the_pinned_one_is_closed():
+    """Twisted keys its pool by scheme, name and port: a host whose name moved kept its
+    kept-alive connection to the old server (found by a probe, 2026-11-27)."""
+    from types import SimpleNamespace
+
+    from scrapy.resolver import dnscache
+    from twisted.internet.task import Clock
+
+    from scrapy_irl.hosts.download import _reusing_only_pinned
+
+    class Connection:
+        def __init__(self, peer: str) -> None:
+            self.closed = False
+            self.transport = SimpleNamespace(getPeer=lambda: SimpleNamespace(host=peer),
+                                             loseConnection=self.close)  # fmt: skip
+
+        def close(self) -> None:
+            self.closed = True
+
+    clock = Clock()
+    old, new, proxied = Connection("127.0.0.2"), Connection("127.0.0.3"), Connection("127.0.0.9")
+    key, proxy_key = (b"http", b"moved.test", 80, None), ("http-proxy", b"proxy.test")
+    timers = {c: clock.callLater(4, lambda: None) for c in (old, new, proxied)}
+    pool = SimpleNamespace(_connections={key: [old, new], proxy_key: [proxied]}, _timeouts=dict(timers))
+    asked, closed = [], []
+    get = _reusing_only_pinned(pool, lambda k, e: asked.append(k), lambda: closed.append(1))
+    saved = dict(dnscache)
+    try:
+        dnscache["moved.test"] = "127.0.0.3"
+        get(key, None)
+        get(proxy_key, None)
+    finally:
+        dnscache.clear()
+        dnscache.update(saved)
+    assert old.closed and not timers[old].active() and pool._connections[key] == [new]
+    assert not new.closed and not proxied.closed and closed == [1]
+    assert asked == [key, proxy_key]

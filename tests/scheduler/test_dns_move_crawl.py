@@ -45,27 +45,35 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+class _KeepAliveHandler(_Handler):
+    """HTTP/1.1: the connection stays open after each answer, for the next request."""
+
+    protocol_version = "HTTP/1.1"
+
+
 class _Server(ThreadingHTTPServer):
     """The same site on ``address``; logs (monotonic time, host, path) of each request.
     HTTP/1.0 (the handler's default): no connection outlives its request, so a request
-    reaches the server its name resolved to when it was sent."""
+    reaches the server its name resolved to when it was sent; ``keep_alive``: HTTP/1.1,
+    and a moved name's kept-alive connection still leads to the old server."""
 
     daemon_threads = True
 
-    def __init__(self, address: str, port: int, sizes: dict[str, int] = SIZE) -> None:
-        super().__init__((address, port), _Handler)
+    def __init__(self, address: str, port: int, sizes: dict[str, int] = SIZE,
+                 keep_alive: bool = False) -> None:  # fmt: skip
+        super().__init__((address, port), _KeepAliveHandler if keep_alive else _Handler)
         self.sizes = sizes
         self.lock = threading.Lock()
         self.log: list[tuple[float, str, str]] = []
 
 
-def _two_servers(sizes: dict[str, int] = SIZE) -> tuple[_Server, _Server]:
+def _two_servers(sizes: dict[str, int] = SIZE, keep_alive: bool = False) -> tuple[_Server, _Server]:
     """Servers on 127.0.0.2 and 127.0.0.3 sharing one port (URLs carry it), serving the
     sites of ``sizes`` (host: pages)."""
     for _ in range(20):  # bounded: a port free on one address is nearly always free on both
-        old = _Server(OLD, 0, sizes)
+        old = _Server(OLD, 0, sizes, keep_alive)
         try:
-            return old, _Server(NEW, old.server_address[1], sizes)
+            return old, _Server(NEW, old.server_address[1], sizes, keep_alive)
         except OSError as exc:
             old.server_close()
             if exc.errno != errno.EADDRINUSE:
@@ -85,15 +93,18 @@ def _settings(tmp_path: Path, **changes: object) -> dict[str, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dnscache", [True, False], ids=["dnscache", "no-dnscache"])
+@pytest.mark.parametrize(("dnscache", "keep_alive"), [(True, False), (False, False), (True, True)],
+                         ids=["dnscache", "no-dnscache", "keep-alive"])  # fmt: skip
 def test_a_host_that_moves_mid_crawl_is_polite_to_its_new_server(
-    tmp_path: Path, dnscache: bool
+    tmp_path: Path, dnscache: bool, keep_alive: bool
 ) -> None:
     """Before HostResolver's renewals went past Scrapy's dnscache, the moved host stayed on
     its old server for good (``dnscache``); without a cache in the way, the downloader
     followed the name but the heaps still timed the host's requests by its old IP, so
-    they came within tau_s of fixed.test's at the new server (``no-dnscache``)."""
-    old, new = _two_servers()
+    they came within tau_s of fixed.test's at the new server (``no-dnscache``). Over
+    HTTP/1.1, Twisted's pool kept sending the moved host's requests over its kept-alive
+    connection to the old server (``keep-alive``, found by a probe 2026-11-27)."""
+    old, new = _two_servers(keep_alive=keep_alive)
     port = old.server_address[1]
     settings = _settings(tmp_path, DNSCACHE_ENABLED=dnscache, TEST_DNS_MOVE_AFTER=5.0,
                          IRL_DNS_TTL=TTL, IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5)  # fmt: skip
