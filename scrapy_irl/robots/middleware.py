@@ -453,6 +453,13 @@ class RobotsCacheMiddleware:
                         return self.cache.put(origin, known)
                     if self.hop_gate is not None:
                         await maybe_deferred_to_future(self.hop_gate(url, route, origin))
+                        # The target's own fetch may have ended while the hop waited for
+                        # its host's turn (it was in flight): that answer serves us too.
+                        # The turn claimed for the hop is freed when this fetch ends.
+                        known = self._fresh_target(origin, url)
+                        if known is not None:
+                            self._inc("redirect_target_reused")
+                            return self.cache.put(origin, known)
                     continue
                 self._inc("redirect_limit")
             return await self._store_response(

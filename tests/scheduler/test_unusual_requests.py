@@ -507,3 +507,48 @@ def test_user_info_urls_of_a_working_host_do_not_back_it_off(tmp_path: Path) -> 
     assert "irl_sched/backoff/no_answer" not in stats
     assert [path for _, _, path in site.log].count("/robots.txt") == 1
     assert took < 20, took  # bounded by CLOSESPIDER_TIMEOUT (30 s) otherwise
+
+
+class _SlowRobotsHandler(_Handler):
+    """robots.txt answered after 0.5 s; a ``redirect_robots`` server's redirects there."""
+
+    def do_GET(self) -> None:
+        target = self.server.redirect_robots
+        if self.path == "/robots.txt" and target:
+            with self.server.lock:
+                self.server.log.append((time.monotonic(), self.headers.get("Host", ""), self.path))
+            self.send_response(301)
+            self.send_header("Location", target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path == "/robots.txt":
+            time.sleep(0.5)
+        super().do_GET()
+
+
+def test_a_robots_redirect_to_an_origin_fetching_its_own_waits_and_reuses_it(
+    tmp_path: Path,
+) -> None:
+    """a's robots.txt redirects to b's, which b's own fetch is getting (0.5 s): the hop
+    waited for b's turn, then fetched b's robots.txt a second time (found by a probe,
+    2026-11-27, 3 runs of 3). After the wait it now takes b's fresh answer."""
+    from http.server import ThreadingHTTPServer
+
+    servers = []
+    for address in ("127.0.0.1", "127.0.0.2"):
+        server = ThreadingHTTPServer((address, 0), _SlowRobotsHandler)
+        server.daemon_threads = True
+        server.lock, server.log, server.robots = threading.Lock(), [], "User-agent: *\nDisallow: /private\n"
+        servers.append(server)
+    b, a = servers
+    b.redirect_robots = None
+    b_url = f"http://127.0.0.1:{b.server_address[1]}"
+    a.redirect_robots = f"{b_url}/robots.txt"
+    a_url = f"http://127.0.0.2:{a.server_address[1]}"
+    with serving(b), serving(a):
+        stats = crawl([{"url": f"{b_url}/p"}, {"url": f"{a_url}/p"}, {"url": f"{a_url}/private/x"}],
+                      tmp_path, ROBOTSTXT_OBEY=True)  # fmt: skip
+    assert [path for _, _, path in b.log].count("/robots.txt") == 1, b.log
+    assert [path for _, _, path in a.log] == ["/robots.txt", "/p"], a.log  # b's rules for a
+    assert stats["irl_robots/redirect_target_reused"] == 1, stats
