@@ -23,7 +23,6 @@ from scrapy.exceptions import DownloadFailedError
 from twisted.web.client import HTTPConnectionPool, RequestTransmissionFailed
 
 from scrapy_irl import config
-from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.hosts.pinning import pinned_address
 
 if TYPE_CHECKING:
@@ -123,12 +122,16 @@ def _reusing_only_pinned(pool: HTTPConnectionPool, get: Callable[[Any, Any], Any
 
 
 def _pinned_for(key: Any) -> str | None:
-    """The pinned address of a direct connection's key ``(scheme, host, port, ...)``, as
-    Twisted's agent builds it (a proxy's key names the proxy: None)."""
-    if not (isinstance(key, tuple) and len(key) >= 3 and key[0] in (b"http", b"https")
+    """The pinned address of a direct connection's key ``(scheme, host, port,
+    bind address)``, as Scrapy's agent builds it: None for a proxy's (an HTTP proxy's
+    key names the proxy; an HTTPS tunnel's adds the proxy's host, port and credentials,
+    and its connection's peer is the proxy). The name is looked up as the DNS middleware
+    pinned it: lower case, a trailing dot kept (``rr.test.`` is pinned apart from
+    ``rr.test``, the downloader resolving each spelling on its own)."""
+    if not (isinstance(key, tuple) and 3 <= len(key) <= 4 and key[0] in (b"http", b"https")
             and isinstance(key[1], bytes)):  # fmt: skip
         return None
-    return pinned_address(canonical_host(key[1].decode("ascii", "replace")))
+    return pinned_address(key[1].decode("ascii", "replace").lower())
 
 
 def _peer(connection: Any) -> str | None:

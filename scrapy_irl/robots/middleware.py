@@ -160,6 +160,8 @@ class RobotsCacheMiddleware:
         # robots_meta) and the origin whose robots.txt is fetched: the fetch holds that
         # origin's host and IP in the scheduler's heaps, and its hops must not wait for it.
         self.hop_gate: Callable[[str, dict[str, Any], str], Deferred[None]] | None = None
+        # Called with a hop's URL when its gate fired but the hop is not sent after all.
+        self.hop_unsent: Callable[[str], None] | None = None
         self._closed = False
         _BY_CRAWLER[id(crawler)] = self
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
@@ -454,11 +456,13 @@ class RobotsCacheMiddleware:
                     if self.hop_gate is not None:
                         await maybe_deferred_to_future(self.hop_gate(url, route, origin))
                         # The target's own fetch may have ended while the hop waited for
-                        # its host's turn (it was in flight): that answer serves us too.
-                        # The turn claimed for the hop is freed when this fetch ends.
+                        # its host's turn (it was in flight): that answer serves us too,
+                        # and the turn claimed for the hop is given back unused.
                         known = self._fresh_target(origin, url)
                         if known is not None:
                             self._inc("redirect_target_reused")
+                            if self.hop_unsent is not None:
+                                self.hop_unsent(url)
                             return self.cache.put(origin, known)
                     continue
                 self._inc("redirect_limit")

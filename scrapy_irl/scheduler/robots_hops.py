@@ -365,6 +365,17 @@ class RobotsHops:
         self._grant_hops()
         self._wake_engine()
 
+    def _robots_hop_unsent(self, url: str) -> None:
+        """The middleware's gate for ``url`` fired, but it took the answer of the target's
+        own fetch (over meanwhile) instead of sending the hop: free the hop's slots now.
+        Only a fetch this scheduler started frees its hops at its end; one the middleware
+        made for a page held its hop's host and IP until IRL_HANDOUT_TIMEOUT (found by
+        review, 2026-11-27). The claimed turn stays used: more delay, never less."""
+        hop = self._hop_claims.get(url)
+        if hop is not None and not hop.reached:
+            self.counts["robots_hops_unsent"] += 1
+            self._release_hop(hop, self.clock())
+
     def _end_held_fetches(self, hop: Hop, now: float) -> None:
         """Free the hosts of fetches that ended while ``hop`` used their hold, once no
         other hop uses it."""

@@ -398,6 +398,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self.robots = robots_for(self.crawler)
         if self.robots is not None:
             self.robots.hop_gate = self._robots_hop_gate
+            self.robots.hop_unsent = self._robots_hop_unsent
             self._host_store = self.robots.store
         else:
             self._host_store = open_host_store(settings)

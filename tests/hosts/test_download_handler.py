@@ -90,3 +90,38 @@ def test_a_pooled_connection_to_another_address_than_the_pinned_one_is_closed():
     assert old.closed and not timers[old].active() and pool._connections[key] == [new]
     assert not new.closed and not proxied.closed and closed == [1]
     assert asked == [key, proxy_key]
+
+
+def test_the_pinned_address_is_read_as_pinned_and_proxy_tunnels_are_left_alone():
+    """``rr.test.`` is pinned apart from ``rr.test`` (a trailing dot kept): read without
+    it, a stale ``rr.test`` entry closed the connection to the new server and kept the
+    old one. An HTTPS tunnel's peer is the proxy: judged, it was closed before each
+    reuse. Both found by review, 2026-11-27."""
+    from types import SimpleNamespace
+
+    from scrapy.resolver import dnscache
+
+    from scrapy_irl.hosts.download import _reusing_only_pinned
+
+    def connection(peer: str) -> SimpleNamespace:
+        conn = SimpleNamespace(closed=False)
+        conn.transport = SimpleNamespace(getPeer=lambda: SimpleNamespace(host=peer),
+                                         loseConnection=lambda: setattr(conn, "closed", True))  # fmt: skip
+        return conn
+
+    old, new, tunnel = connection("127.0.0.2"), connection("127.0.0.3"), connection("127.0.0.9")
+    dotted = (b"http", b"RR.test.", 80, None)
+    tunnelled = (b"https", b"rr.test", 443, "proxy.test", 3128, None, None)
+    pool = SimpleNamespace(_connections={dotted: [old, new], tunnelled: [tunnel]}, _timeouts={})
+    get = _reusing_only_pinned(pool, lambda k, e: None, lambda: None)
+    saved = dict(dnscache)
+    try:
+        dnscache["rr.test."] = "127.0.0.3"
+        dnscache["rr.test"] = "127.0.0.2"  # the undotted spelling's own, older answer
+        get(dotted, None)
+        get(tunnelled, None)
+    finally:
+        dnscache.clear()
+        dnscache.update(saved)
+    assert old.closed and not new.closed and pool._connections[dotted] == [new]
+    assert not tunnel.closed

@@ -296,3 +296,35 @@ def test_a_fetch_made_for_a_page_borrows_but_does_not_lend(cycle):
     fire_due(timers, clock)
     wire.answer("http://b.test/from-a")
     assert not any(host.in_flight for host in sched.polite.hosts.values())
+
+
+def test_a_hop_not_sent_after_its_gate_frees_its_host_and_ip_at_once(cycle):
+    """a.test's robots.txt, fetched by the middleware for a page, redirects to
+    b.test's, which b.test's own fetch is getting: the hop waits for b.test, then takes
+    that fetch's answer and is never sent. Its claim was freed only by
+    IRL_HANDOUT_TIMEOUT (b.test and its IP held 60 s with nothing on the wire; found by
+    review, 2026-11-27)."""
+    from tests.robots.fakes import run
+
+    sched, wire, clock, timers = cycle
+    sched._add_host("b.test", "10.0.0.2", None)
+    sched.enqueue_request(Request("http://b.test/page", dont_filter=True))
+    sched._add_host("a.test", "10.0.0.1", None)
+    page = Request("http://a.test/page", dont_filter=True)
+    sched.polite.push("a.test", page)  # no robots marker: the middleware fetches it
+    assert hand_outs(sched, clock, 1000.0) == ["http://a.test/page"]
+    fetch = run(sched.robots.process_request(page))
+    clock.now = 1000.2
+    wire.redirect("http://a.test/robots.txt", "http://b.test/robots.txt")
+    clock.now = 1000.5
+    wire.answer("http://b.test/robots.txt")  # b.test's own fetch ends
+    fire_due(timers, clock)  # the hop's gate opens; it takes b.test's answer
+    assert fetch.called
+    assert wire.sent.count("http://b.test/robots.txt") == 1
+    assert sched.counts["robots_hops_unsent"] == 1
+    assert sched._hop_claims == {}
+    assert not sched.polite.hosts["b.test"].in_flight
+    assert sched.polite.ips["10.0.0.2"].in_flight == 0
+    sched._left(page)
+    assert hand_outs(sched, clock, 1012.0) == ["http://b.test/page"]  # not after 60 s
+    assert sched.counts["robots_hops_expired"] == 0
