@@ -178,18 +178,22 @@ def _http_handlers(settings: BaseSettings) -> Iterator[tuple[str, Any, Any]]:
     """(scheme, setting, class or None if it does not load) of each ``http``/``https``
     handler in use, as Scrapy merges them (``DOWNLOAD_HANDLERS`` over
     ``DOWNLOAD_HANDLERS_BASE``); a scheme switched off (``None``) is left out."""
-    from scrapy.utils.misc import load_object
-
     merged = settings.getwithbase("DOWNLOAD_HANDLERS")
     for scheme in HTTP_SCHEMES:
         handler = merged.get(scheme)
-        if handler is None:
-            continue
-        try:
-            cls = load_object(handler) if isinstance(handler, str) else handler
-        except (ImportError, NameError, ValueError):  # the downloader reports it; not ours
-            cls = None
-        yield scheme, handler, cls if isinstance(cls, type) else None
+        if handler is not None:
+            yield scheme, handler, _handler_class(handler)
+
+
+def _handler_class(handler: Any) -> type | None:
+    """The class a ``DOWNLOAD_HANDLERS`` entry names, or None if it does not load."""
+    from scrapy.utils.misc import load_object
+
+    try:
+        cls = load_object(handler) if isinstance(handler, str) else handler
+    except (ImportError, NameError, ValueError):  # the downloader reports it; not ours
+        return None
+    return cls if isinstance(cls, type) else None
 
 
 def polite_schemes(settings: BaseSettings) -> frozenset[str]:
@@ -199,16 +203,10 @@ def polite_schemes(settings: BaseSettings) -> frozenset[str]:
     a scheme joins the heaps only with a handler known to end every download: Scrapy's
     own FTP handler has no timeout (one stalled transfer held its host, and its IP, for
     the rest of the crawl), and a project's own handler for another scheme is unknown."""
-    from scrapy.utils.misc import load_object
-
     from scrapy_irl.hosts.ftp import FTP_SCHEME, PoliteFTPDownloadHandler
 
-    handler = settings.getwithbase("DOWNLOAD_HANDLERS").get(FTP_SCHEME)
-    try:
-        cls = load_object(handler) if isinstance(handler, str) else handler
-    except (ImportError, NameError, ValueError):  # the downloader reports it; not ours
-        cls = None
-    timed = isinstance(cls, type) and issubclass(cls, PoliteFTPDownloadHandler)
+    cls = _handler_class(settings.getwithbase("DOWNLOAD_HANDLERS").get(FTP_SCHEME))
+    timed = cls is not None and issubclass(cls, PoliteFTPDownloadHandler)
     return frozenset(HTTP_SCHEMES) | ({FTP_SCHEME} if timed else frozenset())
 
 

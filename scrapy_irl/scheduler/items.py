@@ -105,11 +105,7 @@ def robots_margin(record: Any) -> float:
     return renewal_margin(record.expires_at - record.checked_at)
 
 
-#: The schemes of :func:`without_host` when the crawl's download handlers are not known.
-HTTP_SCHEMES = frozenset({"http", "https"})
-
-
-def without_host(scheme: str, host: str, polite: frozenset[str] = HTTP_SCHEMES) -> bool:
+def without_host(scheme: str, host: str, polite: frozenset[str]) -> bool:
     """A URL the heaps do not handle: no host (``data:``, ``file:``), or a scheme not in
     ``polite`` (:func:`scrapy_irl.hosts.download.polite_schemes`: http(s), and ``ftp``
     when a handler with a timeout serves it; not ``s3:``, a typo such as ``htp:``):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.http import Request
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_irl.hosts.download import HTTP_SCHEMES
 from scrapy_irl.scheduler.backoff import Backoff
 from scrapy_irl.scheduler.items import Handout
 from scrapy_irl.scheduler.politeness import Host
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 def http_answer(request: Request) -> bool:
     """Is the request's status an HTTP server's? Scrapy's FTP handler maps every failed
     FTP command but 550 (no such file) to 503: not "come back later"."""
-    return urlparse_cached(request).scheme in ("http", "https")
+    return urlparse_cached(request).scheme in HTTP_SCHEMES
 
 
 class HandoutTracking:
