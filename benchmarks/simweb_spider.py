@@ -91,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     if peak is not None:
         stats["process/peak_rss_bytes"] = peak
     print("STATS " + json.dumps(stats, sort_keys=True), flush=True)
-    return 0
+    # A crawl that could not start (a store refused: "Refusing to start the crawl") exits
+    # non-zero, as ``scrapy crawl`` does; it exited 0 until 2026-11-28.
+    return 1 if process.bootstrap_failed else 0
 
 
 def peak_rss_bytes() -> int | None:

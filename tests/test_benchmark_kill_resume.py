@@ -27,3 +27,21 @@ def test_irl_resumes_after_every_kill_and_refetches_nothing_older_than_the_windo
     assert irl["kills"] == 2 and irl["resumed"] == 2 and irl["refused"] == 0, irl
     assert irl["pages"] > 50, irl
     assert irl["refetched_older"] == 0, irl
+
+
+def test_the_benchmark_spider_exits_non_zero_when_a_store_refuses_the_start(tmp_path: Path):
+    """A refused restart exited 0 (benchmarks/simweb_spider.py ignored Scrapy's
+    ``bootstrap_failed``), so kill_resume.py counted it as neither resumed nor refused
+    (found by a kill -9 probe, 2026-11-28). An empty FRONTIER marker is refused."""
+    from tests.scheduler.simweb_process import simweb_server, spider_command
+
+    job = tmp_path / "job"
+    (job / "irl").mkdir(parents=True)
+    (job / "irl" / "FRONTIER").write_bytes(b"")
+    settings = {"ADDONS": {"scrapy_irl.Addon": 0}, "JOBDIR": str(job),
+                "IRL_HOSTS_DIR": str(tmp_path / "hosts"), "CLOSESPIDER_TIMEOUT": 20}  # fmt: skip
+    with simweb_server(tmp_path, duration=60) as (cfg, _):
+        proc = subprocess.run(spider_command(cfg, settings), cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, check=False)  # fmt: skip
+    assert "Refusing to start the crawl" in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]
