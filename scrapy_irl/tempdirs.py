@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 _handlers: dict[str, Callable[[], None]] = {}
+_removed_at_exit: set[str] = set()
 _lock = threading.Lock()
 
 
@@ -25,6 +26,8 @@ def make_temporary_directory(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix))
 
     def remove() -> None:
+        with _lock:
+            _removed_at_exit.add(str(path))
         shutil.rmtree(path, ignore_errors=True)
 
     with _lock:
@@ -40,3 +43,10 @@ def remove_temporary_directory(path: Path | str) -> None:
         handler = _handlers.pop(str(path), None)
     if handler is not None:
         atexit.unregister(handler)
+
+
+def removed_at_exit(path: Path | str) -> bool:
+    """Whether the exit handler removed ``path``: the process is ending without a close
+    (``scrapy shell``), while its reactor thread may still be using the directory."""
+    with _lock:
+        return str(path) in _removed_at_exit

@@ -103,8 +103,8 @@ class Intake:
             self._remember_without_session(request)
         try:
             record = pack_record(request.url, self.codec.encode(request))
-        except ValueError:
-            self._enqueue_in_ram(request, host, self._key(fingerprint))
+        except ValueError as exc:
+            self._enqueue_in_ram(request, host, self._key(fingerprint), exc)
             return True
         self._live[record] = request
         if exempt:
@@ -163,11 +163,20 @@ class Intake:
         if src_host:
             self.star.record_link(src_host, host)
 
-    def _enqueue_in_ram(self, request: Request, host: str, key: int) -> None:
+    def _enqueue_in_ram(self, request: Request, host: str, key: int, why: Exception) -> None:
         """A request that cannot be written to disk stays in RAM, as in Scrapy's own
         scheduler, but is still filtered: URLseen checks its key like any other (the aux
-        names the waiting request), and only a URL never seen before is routed."""
+        names the waiting request), and only a URL never seen before is routed.
+        ``SCHEDULER_DEBUG`` logs the first one, as Scrapy's scheduler does."""
         self.stats.inc_value("scheduler/unserializable")
+        if self.log_unserializable:
+            self.log_unserializable = False
+            logger.warning(
+                "Unable to serialize request: %(request)s - reason: %(why)s - it waits in "
+                "RAM (lost if the crawl is killed); no more unserializable requests will "
+                "be logged (counted in scheduler/unserializable)",
+                {"request": request, "why": why}, extra={"spider": self.spider},
+            )  # fmt: skip
         if request.dont_filter or not self.filtering:
             self.urlseen.update(key)
             self.stats.inc_value("scheduler/enqueued")

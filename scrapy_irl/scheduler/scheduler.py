@@ -39,7 +39,11 @@ from scrapy_irl import config
 from scrapy_irl.addon import STOCK_ROBOTS
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.exceptions import IrlError, StoreAccessError
-from scrapy_irl.tempdirs import make_temporary_directory, remove_temporary_directory
+from scrapy_irl.tempdirs import (
+    make_temporary_directory,
+    remove_temporary_directory,
+    removed_at_exit,
+)
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
 from scrapy_irl.hosts.download import other_http_handlers, polite_schemes, twisted_http_schemes
 from scrapy_irl.hosts.ftp import ftp_server_answered
@@ -195,6 +199,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             raise ValueError(
                 f"IRL_ROBOTS_UNREACHABLE_RETRIES cannot be negative, got {self.robots_retries}"
             )
+        #: SCHEDULER_DEBUG, as in Scrapy's scheduler: log the first unserializable request.
+        self.log_unserializable = settings.getbool("SCHEDULER_DEBUG")
         self.backlog_seconds = config.getfloat(settings, "IRL_RAM_BACKLOG_SECONDS")
         if self.backlog_seconds < 0:
             raise ValueError(
@@ -569,8 +575,17 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                             extra={"spider": self.spider})  # fmt: skip
             self._publish_stats()
             self._log_top_plds()
+        except FRONTIER_FAILURES:
+            if not self._removed_at_exit():
+                raise
         finally:
             self._shut_down()
+
+    def _removed_at_exit(self) -> bool:
+        """The process exits without closing the engine (``scrapy shell`` runs it in a
+        daemon thread), and the exit handler removed the temporary frontier under a tick
+        or a close: nothing on it could serve a later run, so its errors are not reported."""
+        return self.temporary and removed_at_exit(self.path)
 
     def _shut_down(self) -> None:
         """Close every store opened (newest first: URLseen writes out into STAR, STAR into
@@ -581,6 +596,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             try:
                 close()
             except Exception as exc:  # noqa: BLE001 - the other stores must still close
+                if self._removed_at_exit():
+                    continue
                 logger.error("Closing %(what)s of %(path)s failed: %(exc)r",
                              {"what": what, "path": self.path, "exc": exc},
                              extra={"spider": self.spider})  # fmt: skip
@@ -805,6 +822,16 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             self.counts["idle_merges_fruitless"] += 1
             self._idle_merge_backoff = min(IDLE_MERGE_MAX_BACKOFF, 2 * self._idle_merge_backoff)
 
+    def _parked_work_needed(self) -> bool:
+        """Parked URLs are all the work left: RAM holds none and BEAST has nothing to load.
+
+        A host's backlog is estimated at tau_h per queued URL (see
+        :meth:`_park_if_backlogged`), but a queue can empty sooner: pages answered from
+        HTTPCACHE take no turn, URLs dropped at hand-out none either. A probe's replay of a
+        100-page site from the cache then stood still for a minute, twice, waiting for
+        the periodic unpark. With nothing else in RAM, nothing is gained by waiting."""
+        return bool(self.beast.parked.size) and not self.beast.readable and not self._ram_items()
+
     def _fill(self) -> None:
         """Lazy loading: move records from BEAST towards host queues while RAM allows."""
         budget = self.ram_requests - self._ram_items()
@@ -865,6 +892,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             if now - self._last_unpark >= self.backlog_seconds:
                 self._last_unpark = now
                 released += self.beast.unpark()
+            elif self._parked_work_needed():
+                self._last_unpark = now
+                self.counts["unparked_early"] += 1
+                released += self.beast.unpark()
             if now >= self.beast.retry_due:  # a DNS or robots.txt retry is due: its URLs
                 released += self.beast.release_retries(now)
             if released:
@@ -891,6 +922,12 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         damaged file, fail on every ``next_request`` and never close). What the last save
         committed stays on disk for the next start, which resumes or refuses.
         """
+        if self._removed_at_exit():
+            if not self._storage_error:
+                self._storage_error = True
+                logger.debug("IRL scheduler: the temporary frontier was removed at exit",
+                             extra={"spider": self.spider})  # fmt: skip
+            return
         damaged = not isinstance(exc, OSError)
         counter = "frontier_corrupt" if damaged else "storage_errors"
         self.counts[counter] += 1

@@ -106,3 +106,37 @@ def test_other_middleware_answers_and_timed_out_hand_outs_keep_their_turn(fake_t
     sched._reached(second)  # it went out after all, late
     assert sched.counts["handouts_reached_after_timeout"] == 1
     assert host.due_at() == 1110.0
+
+
+def test_urls_parked_behind_a_queue_a_cache_emptied_come_back_at_the_next_tick(fake_time):
+    # Lazy loading parks a host's URLs beyond IRL_RAM_BACKLOG_SECONDS (60 s) of its tau_h
+    # (10 s here): its 7th queued URL on. Answered from a cache, the queue empties at once,
+    # and the parked URLs waited for the periodic unpark: a probe's replay of a 100-page
+    # site from HTTPCACHE stood still for a minute, twice.
+    from scrapy import Request
+    from scrapy.http import Response
+
+    sched, robots, web, clock = fake_time
+    for n in range(12):
+        sched.enqueue_request(Request(f"http://a.test/p{n}", dont_filter=True))
+    assert hand_out(sched, clock, 1000.0) is None  # robots.txt first
+    sched._last_unpark = clock.now  # the periodic unpark is a minute away
+    served = []
+    for _ in range(12):
+        request = hand_out(sched, clock, 1001.0)
+        if request is None:
+            break
+        served.append(request.url)
+        sched._answered(Response(request.url, flags=["cached"]), request)
+    assert 0 < len(served) < 12 and sched.beast.parked.size == 12 - len(served)
+    clock.now = 1002.0
+    sched._next_forget = float("inf")  # the tick keeps a.test (this fake has no DNS to ask)
+    sched._on_tick()  # RAM is empty, BEAST has nothing else: the parked URLs come back
+    assert sched.counts["unparked_early"] == 1
+    for step in range(30):  # their robots.txt (TTL 3 s) is fetched again on the way
+        request = hand_out(sched, clock, 1002.0 + step)
+        if request is not None:
+            served.append(request.url)
+            sched._answered(Response(request.url, flags=["cached"]), request)
+    assert sorted(served) == sorted(f"http://a.test/p{n}" for n in range(12))
+    assert sched.counts["unparked_early"] == 1  # the second batch fitted in RAM

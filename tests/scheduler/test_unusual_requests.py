@@ -552,3 +552,33 @@ def test_a_robots_redirect_to_an_origin_fetching_its_own_waits_and_reuses_it(
     assert [path for _, _, path in b.log].count("/robots.txt") == 1, b.log
     assert [path for _, _, path in a.log] == ["/robots.txt", "/p"], a.log  # b's rules for a
     assert stats["irl_robots/redirect_target_reused"] == 1, stats
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_scheduler_debug_logs_the_first_unserializable_request(tmp_path: Path, caplog,
+                                                               debug: bool) -> None:  # fmt: skip
+    """As Scrapy's scheduler: SCHEDULER_DEBUG logs the first request that cannot be
+    written to disk, then only counts them (a probe found the setting ignored)."""
+    import logging
+
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_irl.scheduler import IrlScheduler
+
+    crawler = get_crawler(Spider, settings_dict={"IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                                                 "SCHEDULER_DEBUG": debug})  # fmt: skip
+    crawler.spider = crawler._create_spider("debug")
+    sched = IrlScheduler.from_crawler(crawler)
+    sched.open(crawler.spider)
+    try:
+        with caplog.at_level(logging.WARNING):
+            for n in range(3):
+                sched.enqueue_request(Request(f"http://a.test/p{n}", callback=lambda r: None))
+    finally:
+        sched.close("finished")
+    logged = [r.getMessage() for r in caplog.records if "Unable to serialize" in r.getMessage()]
+    assert len(logged) == (1 if debug else 0), logged
+    if debug:
+        assert "http://a.test/p0" in logged[0]
+    assert crawler.stats.get_value("scheduler/unserializable") == 3
