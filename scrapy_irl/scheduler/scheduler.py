@@ -207,6 +207,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 f"IRL_RAM_BACKLOG_SECONDS cannot be negative, got {self.backlog_seconds}"
             )
         self._last_unpark = self.clock()
+        #: The last early unpark loaded nothing (see _parked_work_needed).
+        self._early_unpark_fruitless = False
         self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0)
         self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT", above=0)
         self.robots_host_delay = config.getbool(settings, "IRL_ROBOTS_HOST_DELAY")
@@ -829,8 +831,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         :meth:`_park_if_backlogged`), but a queue can empty sooner: pages answered from
         HTTPCACHE take no turn, URLs dropped at hand-out none either. A probe's replay of a
         100-page site from the cache then stood still for a minute, twice, waiting for
-        the periodic unpark. With nothing else in RAM, nothing is gained by waiting."""
-        return bool(self.beast.parked.size) and not self.beast.readable and not self._ram_items()
+        the periodic unpark. With nothing else in RAM, nothing is gained by waiting, unless
+        the last early unpark parked everything again (a host backing off)."""
+        return (bool(self.beast.parked.size) and not self.beast.readable
+                and not self._ram_items() and not self._early_unpark_fruitless)  # fmt: skip
 
     def _fill(self) -> None:
         """Lazy loading: move records from BEAST towards host queues while RAM allows."""
@@ -891,11 +895,16 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             released = 0
             if now - self._last_unpark >= self.backlog_seconds:
                 self._last_unpark = now
+                self._early_unpark_fruitless = False
                 released += self.beast.unpark()
             elif self._parked_work_needed():
-                self._last_unpark = now
                 self.counts["unparked_early"] += 1
                 released += self.beast.unpark()
+                self._fill()
+                # Parked again, all of them (their hosts back off for longer than
+                # IRL_RAM_BACKLOG_SECONDS): not again before the periodic unpark, or
+                # every tick would re-read and re-park the whole parked queue.
+                self._early_unpark_fruitless = not self._ram_items()
             if now >= self.beast.retry_due:  # a DNS or robots.txt retry is due: its URLs
                 released += self.beast.release_retries(now)
             if released:

@@ -132,7 +132,7 @@ def test_a_host_that_moves_mid_crawl_is_polite_to_its_new_server(
                          IRL_DNS_TTL=TTL, IRL_HOST_DELAY=0.5, IRL_HOST_DELAY_MIN=0.5)  # fmt: skip
     start = [f"http://{name}:{port}/page/0" for name in SIZE]
     with serving(old), serving(new):
-        stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=90)
+        stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=110)
     assert stats["finish_reason"] == "finished", _why_unfinished(stats, stderr, old, new)
     moved_old = [t for t, host, _ in old.log if host == "moved.test"]
     moved_new = [t for t, host, _ in new.log if host == "moved.test"]
@@ -180,7 +180,7 @@ def test_an_address_kept_from_an_earlier_run_is_looked_up_again(tmp_path: Path) 
                          IRL_HOST_DELAY=0.3, IRL_HOST_DELAY_MIN=0.3)  # fmt: skip
     start = [f"http://{name}:{port}/page/0" for name in SIZE]
     with serving(old), serving(new):
-        stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=90)
+        stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=110)
     assert stats["finish_reason"] == "finished", _why_unfinished(stats, stderr, old, new)
     assert not old.log, old.log  # the stored address was never connected to
     starts = sorted(new.log)
@@ -198,7 +198,7 @@ def _round_robin_crawl(tmp_path: Path, sizes: dict[str, int], **changes: object)
     settings = _settings(tmp_path, IRL_HOST_DELAY=0.3, IRL_HOST_DELAY_MIN=0.3, **changes)
     start = [f"http://{name}:{port}/page/0" for name in sizes]
     with serving(old), serving(new):
-        stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=90)
+        stats, stderr = crawl_in_subprocess({"start": start, "settings": settings}, timeout=110)
     assert stats["finish_reason"] == "finished", _why_unfinished(stats, stderr, old, new)
     assert "scrapy_irl/scheduler" not in stderr, stderr[-3000:]
     for server in (old, new):

@@ -140,3 +140,24 @@ def test_urls_parked_behind_a_queue_a_cache_emptied_come_back_at_the_next_tick(f
             sched._answered(Response(request.url, flags=["cached"]), request)
     assert sorted(served) == sorted(f"http://a.test/p{n}" for n in range(12))
     assert sched.counts["unparked_early"] == 1  # the second batch fitted in RAM
+
+
+def test_urls_parked_behind_a_long_back_off_are_not_reread_at_every_tick(fake_time):
+    # A host backing off for longer than IRL_RAM_BACKLOG_SECONDS (up to IRL_BACKOFF_MAX,
+    # 120 s) parks every URL read for it, so RAM stays empty: an early unpark parked them
+    # all again, and the next tick did it again (a review measured 0.5 s of CPU a tick
+    # with 20 000 URLs parked). One early try, then the periodic unpark's pace.
+    from scrapy import Request
+
+    sched, robots, web, clock = fake_time
+    sched.polite.hosts["a.test"].not_before = 1200.0  # backing off: nothing goes before
+    sched._last_unpark = clock.now
+    sched._next_forget = float("inf")
+    for n in range(12):
+        sched.enqueue_request(Request(f"http://a.test/p{n}", dont_filter=True))
+    for step in range(10):
+        assert hand_out(sched, clock, 1001.0 + step) is None
+        sched._on_tick()
+    assert sched.counts["unparked_early"] == 1
+    assert sched.beast.parked.size == 12
+    assert sched.beast.parked_total <= 24  # parked once, and once more after the early try
