@@ -113,6 +113,13 @@ class HostStore:
 
     _shared: ClassVar[dict[str, tuple[HostStore, int]]] = {}
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+    #: Directories a store of this process has open. LevelDB's own lock is a POSIX
+    #: record lock, held per process: a second open in the same process is refused, but
+    #: refusing closes LevelDB's handle on LOCK, and that drops the process's lock, so
+    #: another process could then open the store and the two overwrote each other's
+    #: records (a probe lost 3 000 of them, 2026-11-28). Refused here, before LevelDB.
+    _open_paths: ClassVar[set[str]] = set()
+    _open_paths_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
         self,
@@ -132,13 +139,32 @@ class HostStore:
         self._discarded: set[bytes] = set()
         #: A private store made because the shared one was locked: deleted at close.
         self.remove_on_close = False
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, no permission: the documented error
+            raise _open_failure(self.path, exc) from exc
+        self._key = os.path.realpath(self.path)
         if orphans := headless_data(self.path):
             raise HostStoreError(
                 f"host store {self.path} is corrupt (its CURRENT file is missing but it "
                 f"holds LevelDB data: {', '.join(orphans[:5])}); move it away to start a "
                 "fresh cache (robots.txt and DNS data are refetched)"
             )
+        with self._open_paths_lock:
+            if self._key in self._open_paths:
+                raise HostStoreLockedError(
+                    f"cannot open host store {self.path}: another crawl is using it (in "
+                    "this process); share it (HostStore.open_shared) or give each crawl "
+                    "its own IRL_HOSTS_DIR (or JOBDIR).")  # fmt: skip
+            self._open_paths.add(self._key)
+        try:
+            self._open(cache_bytes, write_buffer_bytes)
+        except BaseException:
+            with self._open_paths_lock:
+                self._open_paths.discard(self._key)
+            raise
+
+    def _open(self, cache_bytes: int, write_buffer_bytes: int) -> None:
         try:
             self._db: Any = plyvel.DB(
                 str(self.path),
@@ -299,6 +325,8 @@ class HostStore:
     def close(self) -> None:
         if not self._db.closed:
             self._db.close()
+            with self._open_paths_lock:
+                self._open_paths.discard(self._key)
 
     def __enter__(self) -> Self:
         return self

@@ -337,3 +337,28 @@ def test_a_table_file_cut_short_is_refused_or_lost_entry_by_entry(tmp_path, capl
         store.close()
         outcomes.add("opened")
     assert "opened" in outcomes
+
+
+def test_a_second_open_in_the_same_process_keeps_the_lock_held(tmp_path: Path) -> None:
+    """LevelDB's lock is a POSIX record lock, per process: refusing a second open in the
+    holder's process closed LevelDB's handle on LOCK and dropped the lock, so another
+    process opened the store too and the two overwrote each other's records (a probe
+    lost 3 000, 2026-11-28). The second open is refused before LevelDB sees it."""
+    import subprocess
+    import sys
+
+    from scrapy_irl.exceptions import HostStoreLockedError
+
+    path = tmp_path / "hosts"
+    other = ("import sys\nfrom scrapy_irl.hosts.store import HostStore\n"
+             "from scrapy_irl.exceptions import HostStoreLockedError\n"
+             "try:\n    HostStore(sys.argv[1]).close()\nexcept HostStoreLockedError:\n"
+             "    sys.exit(3)\n")  # fmt: skip
+    with HostStore(path):
+        for _ in range(2):
+            with pytest.raises(HostStoreLockedError, match="another crawl is using it"):
+                HostStore(path)
+        done = subprocess.run([sys.executable, "-c", other, str(path)], capture_output=True,
+                              text=True, timeout=60, check=False)  # fmt: skip
+        assert done.returncode == 3, done.stderr[-2000:]  # still locked
+    HostStore(path).close()  # closed: free again in this process
