@@ -81,13 +81,25 @@ class RobotsPolicy:
                 now,
                 now + self.ttl,
                 0,
-                body[: self.max_bytes],
+                self._within_limit(body),
             )
         if 300 <= status < 500 and status != TOO_MANY_REQUESTS:
             return RobotsRecord(
                 RobotsKind.ALLOW_ALL, status, now, now, now + self.ttl, 0
             )
         return self.on_failure(status, now, previous)
+
+    def _within_limit(self, body: bytes) -> bytes:
+        """The first ``max_bytes`` of ``body``, ending at a line end: a line cut in two
+        can say something else (``Disallow: /secret-area/`` cut to ``Disallow: /``
+        disallowed the whole site, found by a probe, 2026-11-28). RFC 9309 sets the limit
+        on what is parsed, not on the rules' meaning."""
+        if len(body) <= self.max_bytes:
+            return body
+        cut = body[: self.max_bytes]
+        if body[self.max_bytes : self.max_bytes + 1] in (b"\n", b"\r"):
+            return cut  # the cut falls on a line end: the last line is whole
+        return cut[: max(cut.rfind(b"\n"), cut.rfind(b"\r")) + 1]
 
     def on_failure(
         self, status: int, now: float, previous: RobotsRecord | None

@@ -20,7 +20,7 @@ P = RobotsPolicy(ttl=100, max_bytes=10, retry_delay=5, retry_max_delay=60, stale
      (503, RobotsKind.DISALLOW_ALL), (NO_RESPONSE, RobotsKind.DISALLOW_ALL), (999, RobotsKind.DISALLOW_ALL)],
 )
 def test_status_classes(status, kind):
-    record = P.on_response(status, b"x" * 50, 1000.0, None)
+    record = P.on_response(status, b"x" * 10 + b"\n" + b"x" * 39, 1000.0, None)
     assert record.kind == kind
     if kind != RobotsKind.DISALLOW_ALL:
         assert record.expires_at == 1100.0
@@ -64,3 +64,18 @@ def test_success_resets_failures():
 def test_invalid_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
         RobotsPolicy(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("body", "kept"),  # P keeps 10 bytes
+    [(b"ab: /\nDisallow: /s\n", b"ab: /\n"),  # cut inside a line: the line goes
+     (b"Allow: /x\nDisallow: /", b"Allow: /x\n"),  # the cut falls right after a line end
+     (b"Allow: /\r\nDisallow: /", b"Allow: /\r\n"),
+     (b"0123456789\nAllow: /", b"0123456789"),  # the byte after the cut ends the line
+     (b"0123456789abcdef", b""),  # one line longer than the limit: nothing whole
+     (b"short\n", b"short\n")],  # within the limit: all of it
+)
+def test_a_body_cut_at_max_bytes_keeps_whole_lines_only(body, kept):
+    # Cutting "Disallow: /secret-area/" to "Disallow: /" disallowed a whole site.
+    record = P.on_response(200, body, 0.0, None)
+    assert record.body == kept
