@@ -46,9 +46,13 @@ def store_path(given: str) -> Path:
 
 
 def _parse(body: bytes) -> Any:
+    """Decoded as Scrapy's ProtegoRobotParser decodes it (a UTF-8 BOM dropped, undecodable
+    bytes ignored): with ``decode("utf-8")`` a BOM glued to the first line hid its rule,
+    and this command said "allowed" where the crawl had refused (a probe, 2026-11-28)."""
     from protego import Protego
+    from scrapy.robotstxt import decode_robotstxt
 
-    return _ProtegoRules(Protego.parse(body.decode("utf-8", "replace")))
+    return _ProtegoRules(Protego.parse(decode_robotstxt(body, None)))
 
 
 class _ProtegoRules:

@@ -123,3 +123,18 @@ def test_the_python_example_of_the_docs_runs(tmp_path: Path, monkeypatch) -> Non
     monkeypatch.chdir(tmp_path)
     exec(compile(blocks[0], "docs/robots.rst", "exec"), {})  # noqa: S102
     assert (tmp_path / "job" / "irl" / "hosts" / "CURRENT").is_file()
+
+
+def test_a_robots_txt_with_a_byte_order_mark_is_judged_as_the_crawl_judges_it(
+    tmp_path: Path, capsys
+) -> None:
+    # decode("utf-8") kept the BOM glued to "User-agent": the group was lost and the
+    # command said "allowed" where the crawl (Scrapy's decoding, BOM dropped) refused.
+    now = time.time()
+    body = b"\xef\xbb\xbfUser-agent: *\nDisallow: /private\n"
+    with HostStore(tmp_path) as store:
+        store.put_robots("http://a.test", RobotsRecord(RobotsKind.RULES, 200, now, now, now + 3600, 0, body))
+    code, lines, _ = run(capsys, str(tmp_path), "http://a.test/private/x", "http://a.test/x")
+    assert code == 0
+    assert lines[0].startswith("http://a.test/private/x: DISALLOWED"), lines
+    assert lines[1].startswith("http://a.test/x: allowed"), lines
