@@ -192,15 +192,26 @@ class Drum:
         auto_merge: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if buckets < 1 or buckets & (buckets - 1) or buckets > MAX_BUCKETS:
-            raise DrumError(f"buckets must be a power of two in 1..{MAX_BUCKETS}, got {buckets}")
+        if (buckets.__class__ is not int or buckets < 1 or buckets & (buckets - 1)
+                or buckets > MAX_BUCKETS):  # fmt: skip
+            raise DrumError(f"buckets must be a power of two in 1..{MAX_BUCKETS}, got {buckets!r}")
         if buffer_bytes < 1 or bucket_bytes < 1 or merge_chunk_bytes < 1:
             raise DrumError("buffer_bytes, bucket_bytes and merge_chunk_bytes must be positive")
         if buffer_bytes > MAX_BUFFER_BYTES:
             raise DrumError(f"buffer_bytes must be at most {MAX_BUFFER_BYTES} (1 GiB), got {buffer_bytes}")
+        try:
+            self.value_dtype = np.dtype(value_dtype) if value_dtype is not None else NO_VALUE
+        except TypeError as exc:
+            raise DrumError(f"value_dtype must be a numpy dtype: {exc}") from None
+        if self.value_dtype.hasobject:
+            # Its bytes are pointers: stored, they are addresses, and every merge after
+            # failed on them, for good (a probe, 2026-11-28).
+            raise DrumError(f"value_dtype must be fixed-size, without Python objects: {self.value_dtype}")
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.value_dtype = np.dtype(value_dtype) if value_dtype is not None else NO_VALUE
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, no permission
+            raise DrumError(f"cannot make the DRUM directory {self.path}: {exc}") from exc
         self.has_values = self.value_dtype.itemsize > 0
         self.k = buckets
         self.buffer_bytes = buffer_bytes
@@ -404,9 +415,21 @@ class Drum:
             low, high = int(array.min()), int(array.max())
             if low < info.min or high > info.max:
                 raise DrumError(f"values out of range for {target}: {low}..{high}")
-        elif not np.can_cast(array.dtype, target, "same_kind"):
+            return array.astype(target)
+        if not np.can_cast(array.dtype, target, "same_kind"):
             raise DrumError(f"values of dtype {array.dtype} cannot be stored as {target} values")
-        return array.astype(target)
+        if target.kind in "SVU" or array.dtype.kind in "SVU":
+            if array.dtype.itemsize != target.itemsize:
+                # numpy pads b"ab" to b"ab\x00" for V3: update() refused what submit() padded
+                raise DrumError(f"values must be {target.itemsize} bytes each, got {array.dtype}")
+            return array.astype(target)  # the same bytes
+        with np.errstate(all="ignore"):
+            converted = array.astype(target)
+            unchanged = np.array_equal(converted.astype(array.dtype), array,
+                                       equal_nan=array.dtype.kind in "fc")  # fmt: skip
+        if not unchanged:  # 2**53 + 1 as <f8, 1e300 as <f4 (inf): rounded without a word
+            raise DrumError(f"values of dtype {array.dtype} would change as {target} values")
+        return converted
 
     def _append(self, key: int, op: int, value: bytes, aux: bytes) -> None:
         if self._closed:
@@ -557,7 +580,7 @@ class Drum:
         if key.__class__ is not int:
             key = _as_key(key)
         if not 0 <= key < _KEY_LIMIT:
-            return False
+            return False  # a membership test: no such key can be in the store
         if key in self._pending or self._cache_index.contains(key):  # type: ignore[union-attr]
             stats.sync_hits += 1
             return True

@@ -147,3 +147,45 @@ def test_every_call_after_close_raises(tmp_path) -> None:
                  lambda: drum.check_update_sync(7), lambda: drum.check_update_sync(8)):  # fmt: skip
         with pytest.raises(DrumError, match="closed"):
             call()
+
+
+def test_values_a_float_dtype_would_round_or_overflow_are_refused(tmp_path) -> None:
+    # can_cast(..., "same_kind") let lossy casts through: 2**53 + 1 became 2**53, and
+    # 1e300 in a <f4 store became inf, with only numpy's RuntimeWarning (a probe).
+    with Drum(tmp_path / "f8", value_dtype="<f8") as drum:
+        with pytest.raises(DrumError, match="would change"):
+            drum.update(1, 2**53 + 1)
+        with pytest.raises(DrumError, match="would change"):
+            drum.submit([1], UPDATE, values=np.array([2**63 - 1]))
+        drum.update(2, 2**53)  # exact: kept
+        drum.submit([3, 4], UPDATE, values=np.array([0.5, float("nan")]))  # NaN stays NaN
+        assert drum.merge() == 3
+    with Drum(tmp_path / "f4", value_dtype="<f4") as drum:
+        with pytest.raises(DrumError, match="would change"):
+            drum.update(1, 1e300)
+        drum.update(2, 0.25)
+
+
+def test_short_byte_values_are_refused_by_submit_as_by_update(tmp_path) -> None:
+    # submit() padded b"ab" to b"ab\x00" for a V3 store; update() refused it.
+    with Drum(tmp_path, value_dtype="V3") as drum:
+        with pytest.raises(DrumError, match="3 bytes"):
+            drum.update(9, b"ab")
+        with pytest.raises(DrumError, match="3 bytes"):
+            drum.submit([1], UPDATE, values=[b"ab"])
+        drum.submit([1], UPDATE, values=[b"abc"])
+
+
+@pytest.mark.parametrize("dtype", [object, [("a", "<u4"), ("b", object)]])
+def test_a_value_dtype_holding_python_objects_is_refused(tmp_path, dtype) -> None:
+    # Their bytes are pointers: stored as addresses, and every merge after failed.
+    with pytest.raises(DrumError, match="without Python objects"):
+        Drum(tmp_path, value_dtype=dtype)
+
+
+def test_invalid_store_arguments_are_drum_errors(tmp_path) -> None:
+    with pytest.raises(DrumError, match="power of two"):
+        Drum(tmp_path / "a", buckets=2.0)  # type: ignore[arg-type]
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(DrumError, match="cannot make the DRUM directory"):
+        Drum(tmp_path / "file")
