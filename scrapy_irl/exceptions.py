@@ -56,3 +56,9 @@ class StoreAccessError(IrlError):
             "check that it is a regular file (a directory for a store) that this user may "
             "read and write, and that the disk has room"
         )
+
+
+class HostStoreAccessError(HostStoreError, StoreAccessError):
+    """The system refused the host store's directory (a file where it should be, no
+    permission): a :class:`HostStoreError`, as the host store documents, and a
+    :class:`StoreAccessError`, as the crawl's one-line refusal reports it."""

@@ -192,8 +192,11 @@ class Drum:
         auto_merge: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if (buckets.__class__ is not int or buckets < 1 or buckets & (buckets - 1)
-                or buckets > MAX_BUCKETS):  # fmt: skip
+        try:
+            buckets = operator.index(buckets)  # numpy integers too; not 2.0
+        except TypeError:
+            raise DrumError(f"buckets must be an integer, got {buckets!r}") from None
+        if buckets < 1 or buckets & (buckets - 1) or buckets > MAX_BUCKETS:
             raise DrumError(f"buckets must be a power of two in 1..{MAX_BUCKETS}, got {buckets!r}")
         if buffer_bytes < 1 or bucket_bytes < 1 or merge_chunk_bytes < 1:
             raise DrumError("buffer_bytes, bucket_bytes and merge_chunk_bytes must be positive")
@@ -201,7 +204,7 @@ class Drum:
             raise DrumError(f"buffer_bytes must be at most {MAX_BUFFER_BYTES} (1 GiB), got {buffer_bytes}")
         try:
             self.value_dtype = np.dtype(value_dtype) if value_dtype is not None else NO_VALUE
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise DrumError(f"value_dtype must be a numpy dtype: {exc}") from None
         if self.value_dtype.hasobject:
             # Its bytes are pointers: stored, they are addresses, and every merge after
@@ -418,7 +421,12 @@ class Drum:
             return array.astype(target)
         if not np.can_cast(array.dtype, target, "same_kind"):
             raise DrumError(f"values of dtype {array.dtype} cannot be stored as {target} values")
+        if target.names is not None or array.dtype.names is not None:
+            return array.astype(target)  # structured: numpy converts field by field
         if target.kind in "SVU" or array.dtype.kind in "SVU":
+            if array.dtype.kind not in "SVU":
+                # numpy writes a number into an S store as its decimal text, cut to size
+                raise DrumError(f"values of dtype {array.dtype} cannot be stored as {target} values")
             if array.dtype.itemsize != target.itemsize:
                 # numpy pads b"ab" to b"ab\x00" for V3: update() refused what submit() padded
                 raise DrumError(f"values must be {target.itemsize} bytes each, got {array.dtype}")

@@ -16,13 +16,19 @@ import logging
 import os
 import re
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import plyvel
 
-from scrapy_irl.exceptions import HostStoreError, HostStoreLockedError
+from scrapy_irl.exceptions import (
+    HostStoreAccessError,
+    HostStoreError,
+    HostStoreLockedError,
+    StoreAccessError,
+)
 from scrapy_irl.hosts.records import DnsRecord, RecordError, RobotsRecord
 from scrapy_irl.tempdirs import remove_temporary_directory
 
@@ -142,7 +148,8 @@ class HostStore:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, no permission: the documented error
-            raise _open_failure(self.path, exc) from exc
+            message = str(StoreAccessError.from_os_error(exc, self.path))
+            raise HostStoreAccessError(message) from exc
         self._key = os.path.realpath(self.path)
         if orphans := headless_data(self.path):
             raise HostStoreError(
@@ -160,9 +167,16 @@ class HostStore:
         try:
             self._open(cache_bytes, write_buffer_bytes)
         except BaseException:
-            with self._open_paths_lock:
-                self._open_paths.discard(self._key)
+            self._forget_path(self._key)
             raise
+        # A store dropped without close() (plyvel closes it when collected) frees its path
+        # too: left registered, the directory could never be opened again in this process.
+        self._unregister = weakref.finalize(self, self._forget_path, self._key)
+
+    @classmethod
+    def _forget_path(cls, key: str) -> None:
+        with cls._open_paths_lock:
+            cls._open_paths.discard(key)
 
     def _open(self, cache_bytes: int, write_buffer_bytes: int) -> None:
         try:
@@ -325,8 +339,7 @@ class HostStore:
     def close(self) -> None:
         if not self._db.closed:
             self._db.close()
-            with self._open_paths_lock:
-                self._open_paths.discard(self._key)
+            self._unregister()
 
     def __enter__(self) -> Self:
         return self

@@ -184,8 +184,22 @@ def test_a_value_dtype_holding_python_objects_is_refused(tmp_path, dtype) -> Non
 
 
 def test_invalid_store_arguments_are_drum_errors(tmp_path) -> None:
-    with pytest.raises(DrumError, match="power of two"):
+    with pytest.raises(DrumError, match="must be an integer"):
         Drum(tmp_path / "a", buckets=2.0)  # type: ignore[arg-type]
+    Drum(tmp_path / "n", buckets=np.int64(4)).close()
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(DrumError, match="cannot make the DRUM directory"):
         Drum(tmp_path / "file")
+
+
+def test_numbers_are_refused_by_a_byte_store_and_structured_values_converted(tmp_path) -> None:
+    # numpy writes 123456789012 into an S8 store as b"12345678", its text cut short.
+    with Drum(tmp_path / "s", value_dtype="S8") as drum:
+        with pytest.raises(DrumError, match="cannot be stored"):
+            drum.submit([1], UPDATE, values=np.array([123456789012]))
+    # A structured array of another layout is converted field by field, as before.
+    target = np.dtype([("a", "<u4"), ("b", "<f4")])
+    with Drum(tmp_path / "r", value_dtype=target) as drum:
+        source = np.array([(7, 0.5)], dtype=[("a", "<u2"), ("b", "<f4")])
+        drum.submit([1], UPDATE, values=source)
+        assert drum.merge() == 1

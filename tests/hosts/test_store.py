@@ -362,3 +362,14 @@ def test_a_second_open_in_the_same_process_keeps_the_lock_held(tmp_path: Path) -
                               text=True, timeout=60, check=False)  # fmt: skip
         assert done.returncode == 3, done.stderr[-2000:]  # still locked
     HostStore(path).close()  # closed: free again in this process
+
+
+def test_a_store_dropped_without_close_frees_its_directory(tmp_path: Path) -> None:
+    # plyvel closes a collected database; the process's registry of open directories
+    # must forget it too, or the directory could never be opened again here.
+    import gc
+
+    store = HostStore(tmp_path / "hosts")
+    del store
+    gc.collect()
+    HostStore(tmp_path / "hosts").close()
