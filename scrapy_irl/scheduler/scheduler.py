@@ -892,24 +892,25 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 self._next_forget = now + len(self.polite.hosts) / FORGET_SCAN_RATE
             if self.memory is not None:
                 self.memory.tick()
-            released = 0
+            released = early = 0
             if now - self._last_unpark >= self.backlog_seconds:
                 self._last_unpark = now
                 self._early_unpark_fruitless = False
                 released += self.beast.unpark()
             elif self._parked_work_needed():
                 self.counts["unparked_early"] += 1
-                released += self.beast.unpark()
-                self._fill()
-                # Parked again, all of them (their hosts back off for longer than
-                # IRL_RAM_BACKLOG_SECONDS): not again before the periodic unpark, or
-                # every tick would re-read and re-park the whole parked queue.
-                self._early_unpark_fruitless = not self._ram_items()
+                early = self.beast.unpark()
+                released += early
             if now >= self.beast.retry_due:  # a DNS or robots.txt retry is due: its URLs
                 released += self.beast.release_retries(now)
             if released:
                 self._fill()
                 self._wake_engine()
+            if early:
+                # Parked again, all of them (their hosts back off for longer than
+                # IRL_RAM_BACKLOG_SECONDS): not again before the periodic unpark, or
+                # every tick would re-read and re-park the whole parked queue.
+                self._early_unpark_fruitless = not self._ram_items()
             if self._would_idle(now):
                 # The engine only asks when a slot frees or a host is due; while every
                 # host waits out its delay, new URLs must still flow from URLseen to BEAST.
