@@ -135,6 +135,8 @@ class HostStore:
         write_buffer_bytes: int = 4 * 1024 * 1024,
         sync: bool = False,
     ) -> None:
+        if not os.fspath(path):  # Path("") is the working directory: surely a mistake
+            raise HostStoreError("host store path is empty; name the directory to use")
         self.path = Path(path).absolute()  # LevelDB locks by path string: one spelling
         self.sync = sync
         self.write_errors = 0  # puts that failed (full disk, I/O error); see _put
@@ -253,11 +255,19 @@ class HostStore:
                 self._shared[key] = (store, refs - 1)
 
     # -- records ---------------------------------------------------------------------------
+    def _live(self) -> Any:
+        """The open database; a closed store raises :class:`HostStoreError` (plyvel's own
+        RuntimeError escaped before, outside the documented exception tree)."""
+        if self._db.closed:
+            raise HostStoreError(f"host store {self.path} is closed")
+        return self._db
+
     def _get(self, key: bytes) -> bytes | None:
+        db = self._live()
         try:
             # Checksums verified: a flipped byte in a table file otherwise came back as
             # a different robots.txt body, without a word (a fuzz, 2026-11-27).
-            return self._db.get(key, verify_checksums=True)  # type: ignore[no-any-return]
+            return db.get(key, verify_checksums=True)  # type: ignore[no-any-return]
         except (plyvel.CorruptionError, plyvel.IOError) as exc:
             # A damaged block, or a table file cut short (LevelDB says I/O error): lose
             # this entry, not the crawl.
@@ -278,14 +288,16 @@ class HostStore:
         """Store a record; a failed write (full disk) is logged once and counted, not raised:
         the store is a cache, the record stays in the callers' RAM caches and is refetched
         by a later run, and the crawl (or the frontier's own error) decides what follows."""
+        put = self._live().put
         self._discarded.discard(key)
-        self._write(self._db.put, key, value)
+        self._write(put, key, value)
 
     def _discard(self, key: bytes) -> None:
+        delete = self._live().delete
         if len(self._discarded) >= 100_000:  # a store that damaged: re-read, RAM bounded
             self._discarded.clear()
         self._discarded.add(key)
-        self._write(self._db.delete, key)
+        self._write(delete, key)
 
     def _write(self, operation: Any, key: bytes, *value: bytes) -> None:
         try:
@@ -324,8 +336,9 @@ class HostStore:
         yield from self._scan(DNS_PREFIX)
 
     def _scan(self, prefix: bytes) -> Iterator[str]:
+        db = self._live()
         try:
-            for key in self._db.iterator(prefix=prefix, include_value=False):
+            for key in db.iterator(prefix=prefix, include_value=False):
                 yield key[1:].decode("utf-8", "replace")
         except (plyvel.CorruptionError, plyvel.IOError) as exc:
             # It used to escape as plyvel's own exception: a traceback from the CLI's --list.

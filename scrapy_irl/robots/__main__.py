@@ -73,8 +73,23 @@ def _text(value: str | bytes) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def describe(cache: RobotsCache, url: str, user_agent: str, now: float) -> dict[str, Any]:
-    """What the cache says about ``url`` for ``user_agent`` (JSON-ready)."""
+class _DamageCount:
+    """Counts the records the cache dropped as undecodable: a damaged record read as
+    "nothing cached" and the command exited 0 on a store it should call damaged."""
+
+    def __init__(self) -> None:
+        self.records = 0
+
+    def __call__(self, event: str) -> None:
+        if event == "corrupt_record":
+            self.records += 1
+
+
+def describe(
+    cache: RobotsCache, url: str, user_agent: str, now: float, damage: _DamageCount | None = None
+) -> dict[str, Any]:
+    """What the cache says about ``url`` for ``user_agent`` (JSON-ready); with ``damage``
+    (the cache's event counter), a record that failed to decode is marked ``damaged``."""
     # As Scrapy's Request does (safe_url_string): a crawl stores https://bücher.de/ under
     # https://xn--bcher-kva.de and matches rules against the percent-encoded path.
     safe = _idna_url(url)
@@ -84,9 +99,11 @@ def describe(cache: RobotsCache, url: str, user_agent: str, now: float) -> dict[
         origin = None
     if origin is None:
         return {"url": url, "error": "not a URL with a host"}
+    before = damage.records if damage is not None else 0
     cached = cache.get(origin)
     if cached is None:
-        return {"url": url, "origin": origin, "cached": False}
+        damaged = damage is not None and damage.records > before
+        return {"url": url, "origin": origin, "cached": False, **({"damaged": True} if damaged else {})}
     return {"url": url, "origin": origin, "cached": True, **_record(cached, now),
             "allowed": cached.allowed(safe, user_agent),
             "crawl_delay": cached.crawl_delay(user_agent)}  # fmt: skip
@@ -120,6 +137,9 @@ def _record(cached: CachedRobots, now: float) -> dict[str, Any]:
 def _line(info: dict[str, Any]) -> str:
     if "error" in info:
         return f"{info['url']}: {info['error']}"
+    if info.get("damaged"):
+        return (f"{info['url']}: the record of {info['origin']} is damaged (dropped; the crawl "
+                "would fetch robots.txt again)")  # fmt: skip
     if not info["cached"]:
         return f"{info['url']}: nothing cached for {info['origin']} (the crawl would fetch it)"
     verdict = "allowed" if info["allowed"] else "DISALLOWED"
@@ -142,24 +162,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.urls and not args.list:
         parser.error("give URLs to check, or --list")
     now = time.time()
+    damage = _DamageCount()
     try:
         with HostStore(store_path(args.store)) as store:
-            cache = RobotsCache(store, _parse)
+            cache = RobotsCache(store, _parse, on_event=damage)
             if args.list:
-                rows = [{"origin": o, **_record(c, now)} for o in store.robots_origins()
-                        if (c := cache.get(o)) is not None]  # fmt: skip
-                for row in rows:
-                    print(json.dumps(row) if args.json else
-                          f"{row['origin']}: {row['kind']}, HTTP {row['status']}, "
-                          f"{'fresh' if row['fresh'] else 'expired'}")  # fmt: skip
-                return 0
-            for url in args.urls:
-                info = describe(cache, url, args.user_agent, now)
-                print(json.dumps(info) if args.json else _line(info))
+                _list(store, cache, now, as_json=args.json)
+            else:
+                for url in args.urls:
+                    info = describe(cache, url, args.user_agent, now, damage)
+                    print(json.dumps(info) if args.json else _line(info))
     except HostStoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if damage.records:
+        print(f"error: host store {args.store} is damaged: {damage.records} robots.txt "
+              "record(s) could not be read (a crawl drops and refetches them; move the "
+              "store away to start a fresh cache)", file=sys.stderr)  # fmt: skip
+        return 2
     return 0
+
+
+def _list(store: HostStore, cache: RobotsCache, now: float, *, as_json: bool) -> None:
+    for origin in store.robots_origins():
+        cached = cache.get(origin)
+        if cached is None:  # dropped as damaged: counted, reported at the end
+            row: dict[str, Any] = {"origin": origin, "damaged": True}
+            print(json.dumps(row) if as_json else f"{origin}: damaged record (dropped)")
+            continue
+        row = {"origin": origin, **_record(cached, now)}
+        print(json.dumps(row) if as_json else
+              f"{row['origin']}: {row['kind']}, HTTP {row['status']}, "
+              f"{'fresh' if row['fresh'] else 'expired'}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -97,8 +97,10 @@ class CachedRobots:
     rules: Any  # RuleSet; Any because Scrapy's RobotParser classes are not typed as one
     digest: bytes | None = None  # of record.body for RULES records built by the cache
 
-    def allowed(self, url: str, user_agent: str | bytes) -> bool:
-        return bool(self.rules.allowed(url_for_rules(url), user_agent))
+    def allowed(self, url: str | bytes, user_agent: str | bytes) -> bool:
+        """Whether the rules let ``user_agent`` fetch ``url`` (text or UTF-8 bytes, as
+        Scrapy's robots parsers take them)."""
+        return bool(self.rules.allowed(url_for_rules(_text(url)), user_agent))
 
     def crawl_delay(self, user_agent: str | bytes) -> float | None:
         """Seconds between requests asked by Crawl-delay or Request-rate (the larger)."""

@@ -37,7 +37,9 @@ class RobotsPolicy:
     stale_ttl: float = 7 * 24 * 3600.0
 
     def __post_init__(self) -> None:
-        if self.ttl <= 0:
+        # Written as "not (x > 0)": NaN fails every comparison, and a NaN TTL made every
+        # record expire at NaN, never fresh and never stale.
+        if not self.ttl > 0:
             raise ValueError(f"robots.txt TTL must be positive, got {self.ttl}")
         if self.max_bytes < 1:
             raise ValueError(
@@ -57,7 +59,7 @@ class RobotsPolicy:
                 "robots.txt retry delays need 0 < IRL_ROBOTS_RETRY_DELAY <= "
                 f"IRL_ROBOTS_RETRY_MAX_DELAY, got {self.retry_delay} and {self.retry_max_delay}"
             )
-        if self.stale_ttl < 0:
+        if not self.stale_ttl >= 0:
             raise ValueError(f"stale TTL cannot be negative, got {self.stale_ttl}")
 
     @staticmethod

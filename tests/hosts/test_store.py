@@ -373,3 +373,31 @@ def test_a_store_dropped_without_close_frees_its_directory(tmp_path: Path) -> No
     del store
     gc.collect()
     HostStore(tmp_path / "hosts").close()
+
+
+def test_a_closed_store_raises_the_documented_error(tmp_path: Path) -> None:
+    # plyvel's RuntimeError("Database is closed") escaped the IrlError tree before.
+    store = HostStore(tmp_path / "hosts")
+    store.put_dns("a.test", DnsRecord(("127.0.0.1",), 1.0, 2.0))
+    store.close()
+    calls = [
+        lambda: store.get_dns("a.test"),
+        lambda: store.get_robots("http://a.test"),
+        lambda: store.put_dns("a.test", DnsRecord(("127.0.0.1",), 1.0, 2.0)),
+        lambda: store.delete_robots("http://a.test"),
+        lambda: list(store.dns_hosts()),
+    ]
+    for call in calls:
+        with pytest.raises(HostStoreError, match="is closed"):
+            call()
+    assert store.write_errors == 0  # refused, not counted as a failed write
+    store.close()  # a second close is harmless
+
+
+def test_an_empty_path_is_refused_not_read_as_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(HostStoreError, match="path is empty"):
+        HostStore("")
+    assert list(tmp_path.iterdir()) == []

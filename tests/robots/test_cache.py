@@ -75,3 +75,19 @@ def test_crawl_delay_is_read_through_a_protego_wrapper_as_request_rate_is():
     assert delay(b"User-agent: *\nCrawl-delay: 30\nRequest-rate: 2/20\n") == 30.0
     assert delay(b"User-agent: *\nRequest-rate: 2/20\n") == 10.0
     assert delay(b"User-agent: *\nDisallow: /x\n") is None
+
+
+def test_a_url_given_as_bytes_is_judged_as_its_text():
+    """Scrapy's robots parsers take the URL as text or bytes; ``CachedRobots.allowed``
+    raised TypeError on bytes (its dot-segment check searched bytes for a str)."""
+    from scrapy.robotstxt import ProtegoRobotParser
+
+    from scrapy_irl.hosts import RobotsKind, RobotsRecord
+    from scrapy_irl.robots.cache import CachedRobots
+
+    body = b"User-agent: *\nDisallow: /private/\n"
+    record = RobotsRecord(RobotsKind.RULES, 200, 0.0, 0.0, 3600.0, 0, body)
+    cached = CachedRobots(record, ProtegoRobotParser.from_crawler(None, body))
+    assert cached.allowed(b"http://a.test/private/x", "bot") is False
+    assert cached.allowed(b"http://a.test/a/../private/x", b"bot") is False
+    assert cached.allowed(b"http://a.test/public", "bot") is True

@@ -97,6 +97,28 @@ def test_a_damaged_store_is_an_error_message_not_a_traceback(tmp_path: Path, cap
     assert code == 2 and "is corrupt (its CURRENT file is missing" in err
 
 
+def test_a_damaged_record_is_reported_as_damaged_not_as_nothing_cached(tmp_path: Path, capsys) -> None:
+    # It printed "nothing cached ... (the crawl would fetch it)" and exited 0, while the
+    # docs promise a damaged store is reported as such with exit status 2.
+    make_store(tmp_path)
+    with HostStore(tmp_path) as store:
+        store._db.put(b"R" + b"http://a.test", b"\x00not a record")
+    code, lines, err = run(capsys, str(tmp_path), "http://a.test/x", "https://b.test:8443/z")
+    assert code == 2
+    assert lines[0] == ("http://a.test/x: the record of http://a.test is damaged (dropped; "
+                        "the crawl would fetch robots.txt again)")  # fmt: skip
+    assert "allowed by" in lines[1]  # the sound records are still answered
+    assert "is damaged: 1 robots.txt record(s) could not be read" in err
+    code, lines, err = run(capsys, str(tmp_path), "http://a.test/x")
+    assert (code, err) == (0, "") and "nothing cached" in lines[0]  # dropped, as documented
+    with HostStore(tmp_path) as store:
+        store._db.put(b"R" + b"http://a.test", b"\x00not a record")
+    code, lines, err = run(capsys, str(tmp_path), "--list", "--json")
+    assert code == 2 and "is damaged" in err
+    assert {"origin": "http://a.test", "damaged": True} in [json.loads(line) for line in lines]
+    assert len(lines) == 3
+
+
 def python_blocks(rst: Path) -> list[str]:
     """The ``::`` literal blocks of an .rst file that start with a Python import."""
     import textwrap

@@ -59,7 +59,10 @@ def test_success_resets_failures():
 @pytest.mark.parametrize(
     "kwargs",
     [{"ttl": 0}, {"max_bytes": 0}, {"max_redirects": -1}, {"retry_delay": 0},
-     {"retry_delay": 10, "retry_max_delay": 5}, {"stale_ttl": -1}],
+     {"retry_delay": 10, "retry_max_delay": 5}, {"stale_ttl": -1},
+     # NaN fails every comparison: it passed "ttl <= 0" and made records that were
+     # never fresh and never stale.
+     {"ttl": float("nan")}, {"stale_ttl": float("nan")}, {"retry_delay": float("nan")}],
 )
 def test_invalid_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
