@@ -5,12 +5,17 @@ reaches the user as "Task exception was never retrieved" and two tracebacks, the
 store's own message ("...is corrupt...; move it away") only on their last line (found by
 a kill -9 probe, 2026-11-27). The IRL scheduler logs "Refusing to start the crawl" first;
 the host store, WARC and URLseen components do the same through :func:`refusing_start`.
+
+Scrapy then logs the errors a crawl that never opened causes ("Scraper close failure",
+CoreStats meeting stats that never opened, asyncio's "Task exception was never retrieved"
+with the refusal's own traceback): three more ERROR lines, read as the cause. After a
+refusal they are logged at DEBUG, marked as following it (:func:`quiet_follow_on_errors`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,9 +40,57 @@ def refusing_start(component: str, crawler: Any) -> Iterator[None]:
 
 
 def _log(component: str, exc: IrlError, crawler: Any) -> None:
+    spider = getattr(crawler, "spider", None)
     logger.error(
         "Refusing to start the crawl: %(component)s: %(error)s (%(kind)s). Its files "
         "are left as they are.",
         {"component": component, "error": exc, "kind": type(exc).__name__},
-        extra={"spider": getattr(crawler, "spider", None)},
+        extra={"spider": spider},
     )
+    quiet_follow_on_errors(spider, exc)
+
+
+#: Where Scrapy logs the errors that follow a failed start: the engine's close of parts
+#: that never opened, signal handlers (CoreStats), and asyncio's unretrieved task error.
+FOLLOW_ON_LOGGERS = ("scrapy.core.engine", "scrapy.utils.signal", "scrapy.core.scraper", "asyncio")
+
+
+class FollowOnErrors(logging.Filter):
+    """Logs at DEBUG, marked, the errors a refused start causes: ERROR records of the refused
+    spider, and any record whose exception is (or was caused by) the refusal. Other
+    crawls of the process are untouched (another spider, another exception)."""
+
+    PREFIX = "After the refusal to start above (a consequence, not another fault): "
+
+    def __init__(self, spider: Any, refused: BaseException) -> None:
+        super().__init__()
+        self.spider = spider
+        self.refused = refused
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and self._follows(record):
+            record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+            record.msg = self.PREFIX + str(record.msg)
+        return True
+
+    def _follows(self, record: logging.LogRecord) -> bool:
+        if self.spider is not None and getattr(record, "spider", None) is self.spider:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        return any(link is self.refused for link in _chain(exc))
+
+
+def _chain(exc: BaseException | None) -> Iterable[BaseException]:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen and len(seen) < 100:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def quiet_follow_on_errors(spider: Any, refused: BaseException) -> None:
+    """After the one refusal line, log the errors Scrapy adds because the crawl never
+    opened at DEBUG (see :class:`FollowOnErrors`)."""
+    follow_on = FollowOnErrors(spider, refused)
+    for name in FOLLOW_ON_LOGGERS:
+        logging.getLogger(name).addFilter(follow_on)

@@ -85,3 +85,44 @@ def test_a_store_path_the_system_refuses_is_refused_in_one_clear_line(
         HostDnsMiddleware.from_crawler(crawler)
     [line] = _refusals(caplog)
     assert "HostDnsMiddleware" in line and str(tmp_path / "hosts") in line
+
+
+def _error_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if " ERROR: " in line or " CRITICAL: " in line]
+
+
+@pytest.mark.parametrize("damage", ["frontier", "warc"])
+def test_a_refused_crawl_logs_one_error_line_not_scrapys_follow_on_errors(
+    tmp_path: Path, damage: str
+) -> None:
+    """After the refusal, Scrapy logged "Scraper close failure", CoreStats' failed
+    spider_closed handler and asyncio's "Task exception was never retrieved", each with
+    tracebacks, as ERRORs: four error lines, three of them read as the cause. They are
+    now DEBUG lines marked as following the refusal."""
+    from tests.crawl_runner import crawl_in_subprocess
+    from tests.loopback_site import loopback_site
+
+    settings = {"ADDONS": {"scrapy_irl.Addon": 0}, "JOBDIR": str(tmp_path / "job"),
+                "IRL_HOSTS_DIR": str(tmp_path / "hosts"), "IRL_HOST_DELAY": 0.0,
+                "IRL_HOST_DELAY_MIN": 0.0, "IRL_IP_DELAY": 0.0, "IRL_IP_DELAY_MIN": 0.0,
+                "CLOSESPIDER_TIMEOUT": 30}  # fmt: skip
+    with loopback_site(size=4) as site:
+        start = [f"{site.base_url}/page/1"]
+        first, log = crawl_in_subprocess({"start": start, "settings": settings})
+        assert first["finish_reason"] == "finished" and not _error_lines(log)
+        if damage == "frontier":
+            (tmp_path / "job" / "irl" / "beast" / "STATE").write_bytes(b"garbage")
+            settings["LOG_LEVEL"] = "DEBUG"
+        else:
+            settings["EXTENSIONS"] = {"scrapy_irl.warc.extension.WarcExtension": 0}
+            settings["IRL_WARC_DIR"] = str(tmp_path / "warc")
+            (tmp_path / "warc").write_text("a file where the WARC directory should be")
+        hits = sum(site.hits.values())
+        _, log = crawl_in_subprocess({"start": start, "settings": settings})
+        assert sum(site.hits.values()) == hits  # refused: nothing fetched
+    [line] = _error_lines(log)
+    assert "Refusing to start the crawl" in line
+    assert ("beast/STATE" if damage == "frontier" else "WarcExtension") in line
+    if damage == "frontier":  # still in the log, at DEBUG, saying what they are
+        assert "DEBUG: After the refusal to start above (a consequence, not another fault): " \
+               "Scraper close failure" in log

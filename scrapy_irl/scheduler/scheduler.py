@@ -39,6 +39,7 @@ from scrapy_irl import config
 from scrapy_irl.addon import STOCK_ROBOTS
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.exceptions import IrlError, StoreAccessError
+from scrapy_irl.refusal import quiet_follow_on_errors
 from scrapy_irl.tempdirs import (
     make_temporary_directory,
     remove_temporary_directory,
@@ -337,8 +338,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             config.require_reactor(crawler.settings, "scrapy_irl.scheduler.IrlScheduler")
             return cls(crawler)
         except (ValueError, RuntimeError) as exc:
+            spider = getattr(crawler, "spider", None)
             logger.error("Refusing to start the crawl: %(error)s", {"error": exc},
-                         extra={"spider": getattr(crawler, "spider", None)})  # fmt: skip
+                         extra={"spider": spider})  # fmt: skip
+            quiet_follow_on_errors(spider, exc)
             raise
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -346,8 +349,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         """Lock the frontier directory, then open the stores; a failure closes what opened.
 
         A refusal (a damaged or foreign frontier, a directory another process holds) is
-        logged first as one ERROR line that says what to do: Scrapy's engine then logs
-        its own follow-on errors ("Scraper close failure", ...), which read as the cause.
+        logged first as one ERROR line that says what to do; the errors Scrapy's engine then
+        logs because the crawl never opened ("Scraper close failure", ...) go to DEBUG.
         """
         try:
             self._lock.acquire()
@@ -377,6 +380,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             {"error": exc, "kind": type(exc).__name__, "path": self.path},
             extra={"spider": spider},
         )
+        quiet_follow_on_errors(spider, exc)
 
     def _open_stores(self, spider: Spider) -> None:
         from scrapy_irl.scheduler.pipeline import build_star_and_beast, build_urlseen
