@@ -9,6 +9,7 @@ disable any of them by setting its path to ``None`` in ``DOWNLOADER_MIDDLEWARES`
 from __future__ import annotations
 
 import copy
+import logging
 from typing import TYPE_CHECKING
 
 from scrapy_irl import config
@@ -39,6 +40,9 @@ SPIDER_STATE = "scrapy_irl.spiderstate.CrashSafeSpiderState"
 STOCK_HTTP_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
 #: Scrapy's FTP handler, swapped for ours (which ends a download at its timeout).
 STOCK_FTP_HANDLER = "scrapy.core.downloader.handlers.ftp.FTPDownloadHandler"
+
+
+logger = logging.getLogger(__name__)
 
 
 class Addon:
@@ -85,10 +89,26 @@ class Addon:
             if path not in middlewares:
                 settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", _load(path), priority)
         _install_handlers(settings)
+        _check_handler_settings(settings)
         spider_middlewares = _placed(settings, "SPIDER_MIDDLEWARES")
         for path, priority in SPIDER_MIDDLEWARES.items():
             if path not in spider_middlewares:
                 settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", _load(path), priority)
+
+
+def _check_handler_settings(settings: BaseSettings) -> None:
+    """``IRL_KEEPALIVE_MAX_IDLE``, read by our HTTP handler, which Scrapy builds at the
+    first request: under another ``SCHEDULER`` (the IRL scheduler checks it at open) a bad
+    value failed every request of the crawl. Refused here, before the crawl starts."""
+    from scrapy_irl.hosts.download import keepalive_max_idle
+    from scrapy_irl.refusal import quiet_follow_on_errors
+
+    try:
+        keepalive_max_idle(settings)
+    except ValueError as exc:
+        logger.error("Refusing to start the crawl: %(error)s", {"error": exc})
+        quiet_follow_on_errors(None, exc)
+        raise
 
 
 def _write_defaults(settings: BaseSettings) -> None:

@@ -204,3 +204,13 @@ def test_spider_state_is_saved_by_the_crash_safe_extension_unless_the_project_ch
     for choice in ({STOCK_SPIDER_STATE: 0}, {SPIDER_STATE: None}):
         built = enabled(build({"EXTENSIONS": choice}), "EXTENSIONS")
         assert STOCK_SPIDER_STATE in built and SPIDER_STATE not in built
+
+
+@pytest.mark.parametrize("value", [0, -1, "soon"])
+def test_a_bad_keepalive_idle_is_refused_at_start_under_any_scheduler(value, caplog) -> None:
+    """Our HTTP handler reads it when Scrapy builds the handler, at the first request:
+    with Scrapy's own scheduler a bad value failed every request of the crawl instead
+    of stopping it before it started."""
+    with pytest.raises(ValueError, match="IRL_KEEPALIVE_MAX_IDLE"):
+        build({"IRL_KEEPALIVE_MAX_IDLE": value, "SCHEDULER": "scrapy.core.scheduler.Scheduler"})
+    assert "Refusing to start the crawl" in caplog.text

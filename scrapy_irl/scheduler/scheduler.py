@@ -245,15 +245,18 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             max_segments=config.getint(settings, "IRL_TRAP_MAX_PATH_SEGMENTS", minimum=0),
             max_repeats=config.getint(settings, "IRL_TRAP_MAX_SEGMENT_REPEATS"),
         )
+        # Read (and range-checked, naming the setting) before Politeness sees it: its own
+        # error named its argument, max_in_flight_per_ip.
+        max_in_flight = config.getint(settings, "IRL_IP_MAX_IN_FLIGHT", minimum=1)
         try:
             self.polite = Politeness(
-                max_in_flight_per_ip=config.getint(settings, "IRL_IP_MAX_IN_FLIGHT"),
+                max_in_flight_per_ip=max_in_flight,
                 ready_order=config.get(settings, "IRL_IP_SHARE"),
                 streak_memory=self.backoff.maximum,
                 ip_delay_for=self.delays.ip,
             )
         except ValueError as exc:
-            raise ValueError(f"IRL_IP_MAX_IN_FLIGHT / IRL_IP_SHARE: {exc}") from None
+            raise ValueError(f"IRL_IP_SHARE: {exc}") from None
         budget_policy(settings)  # a bad IRL_BUDGET_* is refused here, before any directory
         check_settings(settings)  # likewise IRL_BEAST_*, IRL_URLSEEN_*, IRL_DNS_*
         self.memory: PolitenessMemory | None = None  # last starts on disk (a JOBDIR only)

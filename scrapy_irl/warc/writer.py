@@ -487,11 +487,12 @@ def recover_open_file(path: Path) -> RecoveredFile:
     return RecoveredFile(path, final, scan.records, size - scan.end, scan.error)
 
 
-def recover_open_files(directory: Path, prefix: str) -> list[RecoveredFile]:
+def recover_open_files(directory: str | os.PathLike[str], prefix: str) -> list[RecoveredFile]:
     """Recover every ``{prefix}-{timestamp}-{serial}.warc[.gz].open`` of ``directory``.
 
     A file that cannot be recovered (permissions, I/O error) is logged and left in place.
     """
+    directory = Path(directory)  # a str too, as RotatingWarcWriter takes it
     recovered = []
     # Exactly our names: prefix "a" must not claim the files of a writer with prefix "a-b".
     pattern = re.compile(

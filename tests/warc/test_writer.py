@@ -700,3 +700,14 @@ def test_a_flipped_length_digit_in_a_torn_file_is_set_aside_not_cut(tmp_path: Pa
     torn = bytes(data[: len(data) - 40])  # the last record cut by a kill
     recovered = _recover_bytes(tmp_path, torn, gzip=False)
     assert recovered.set_aside and recovered.final_path.read_bytes() == torn
+
+
+def test_recover_open_files_takes_a_directory_as_text(tmp_path: Path) -> None:
+    """docs/warc.rst shows it beside RotatingWarcWriter, which takes a str: it raised
+    AttributeError ('str' object has no attribute 'iterdir')."""
+    from scrapy_irl.warc.writer import recover_open_files
+
+    data, _ = killed_file(tmp_path / "model", True, n=2, serial=3)
+    (tmp_path / "t-20200101000000000000-00003.warc.gz.open").write_bytes(data)
+    [result] = recover_open_files(str(tmp_path), "t")
+    assert result.records == 5 and result.final_path is not None and result.final_path.exists()
