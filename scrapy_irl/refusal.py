@@ -15,6 +15,7 @@ refusal they are logged at DEBUG, marked as following it (:func:`quiet_follow_on
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -51,21 +52,31 @@ def _log(component: str, exc: IrlError, crawler: Any) -> None:
 
 
 #: Where Scrapy logs the errors that follow a failed start: the engine's close of parts
-#: that never opened, signal handlers (CoreStats), and asyncio's unretrieved task error.
-FOLLOW_ON_LOGGERS = ("scrapy.core.engine", "scrapy.utils.signal", "scrapy.core.scraper", "asyncio")
+#: that never opened, signal handlers (CoreStats), and the crawl's failure nobody awaited
+#: (asyncio's unretrieved task, or Twisted's unhandled Deferred under CrawlerProcess).
+FOLLOW_ON_LOGGERS = ("scrapy.core.engine", "scrapy.utils.signal", "scrapy.core.scraper",
+                     "asyncio", "twisted")  # fmt: skip
+#: Twisted logs an unhandled Deferred's failure as this line, then one with its traceback
+#: as text (no exception attached: the traceback's last line is matched instead).
+UNHANDLED_DEFERRED = "Unhandled error in Deferred:"
 
 
 class FollowOnErrors(logging.Filter):
     """Logs at DEBUG, marked, the errors a refused start causes: ERROR records of the refused
     spider, and any record whose exception is (or was caused by) the refusal. Other
-    crawls of the process are untouched (another spider, another exception)."""
+    crawls of the process keep theirs (another spider, another exception), except
+    Twisted's one-line "Unhandled error in Deferred:" header, which names no cause: the
+    traceback line after it stays an error unless it ends in the refusal."""
 
     PREFIX = "After the refusal to start above (a consequence, not another fault): "
 
     def __init__(self, spider: Any, refused: BaseException) -> None:
         super().__init__()
-        self.spider = spider
-        self.refused = refused
+        # Neither is kept alive: the filter stays on its loggers for the process's life,
+        # and the refusal's traceback holds the whole crawler.
+        self._spider = weakref.ref(spider) if spider is not None else None
+        self._refused = (id(refused), type(refused), refused.args)
+        self._refused_line = f"{type(refused).__name__}: {refused}"
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.ERROR and self._follows(record):
@@ -74,10 +85,16 @@ class FollowOnErrors(logging.Filter):
         return True
 
     def _follows(self, record: logging.LogRecord) -> bool:
-        if self.spider is not None and getattr(record, "spider", None) is self.spider:
+        spider = self._spider() if self._spider is not None else None
+        if spider is not None and getattr(record, "spider", None) is spider:
             return True
         exc = record.exc_info[1] if record.exc_info else None
-        return any(link is self.refused for link in _chain(exc))
+        if exc is not None:
+            return any((id(link), type(link), link.args) == self._refused for link in _chain(exc))
+        if record.name != "twisted":
+            return False
+        text = record.getMessage()
+        return text == UNHANDLED_DEFERRED or self._refused_line in text
 
 
 def _chain(exc: BaseException | None) -> Iterable[BaseException]:

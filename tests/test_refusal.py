@@ -120,9 +120,54 @@ def test_a_refused_crawl_logs_one_error_line_not_scrapys_follow_on_errors(
         hits = sum(site.hits.values())
         _, log = crawl_in_subprocess({"start": start, "settings": settings})
         assert sum(site.hits.values()) == hits  # refused: nothing fetched
-    [line] = _error_lines(log)
+    errors = _error_lines(log)
+    assert len(errors) == 1, "\n".join(errors)
+    [line] = errors
     assert "Refusing to start the crawl" in line
     assert ("beast/STATE" if damage == "frontier" else "WarcExtension") in line
     if damage == "frontier":  # still in the log, at DEBUG, saying what they are
         assert "DEBUG: After the refusal to start above (a consequence, not another fault): " \
                "Scraper close failure" in log
+
+
+def test_the_follow_on_filter_spares_other_crawls_and_keeps_nothing_alive() -> None:
+    import gc
+    import weakref
+
+    from scrapy_irl.refusal import FollowOnErrors
+
+    class Spider:
+        pass
+
+    refused_spider, other_spider = Spider(), Spider()
+    refused = IrlError("damaged")
+    follow_on = FollowOnErrors(refused_spider, refused)
+
+    def record(spider: object = None, exc: BaseException | None = None,
+               level: int = logging.ERROR) -> logging.LogRecord:  # fmt: skip
+        made = logging.LogRecord("scrapy.core.engine", level, __file__, 1, "boom", None,
+                                 (type(exc), exc, None) if exc else None)  # fmt: skip
+        if spider is not None:
+            made.spider = spider
+        return made
+
+    caused = RuntimeError("slot not assigned")
+    caused.__context__ = refused
+    for demoted in (record(refused_spider), record(exc=refused), record(exc=caused)):
+        assert follow_on.filter(demoted) and demoted.levelno == logging.DEBUG
+        assert demoted.getMessage().startswith(FollowOnErrors.PREFIX)
+    for kept in (record(other_spider), record(exc=IrlError("damaged")),
+                 record(refused_spider, level=logging.INFO)):  # fmt: skip
+        level = kept.levelno
+        assert follow_on.filter(kept) and kept.levelno == level and kept.getMessage() == "boom"
+    # CrawlerProcess: Twisted logs the unawaited failure as text, with no exception attached
+    twisted = [logging.LogRecord("twisted", logging.CRITICAL, __file__, 1, text, None, None)
+               for text in ("Unhandled error in Deferred:",
+                            "Traceback ...\nscrapy_irl.exceptions.IrlError: damaged\n",
+                            "Traceback ...\nValueError: another crawl's fault\n")]  # fmt: skip
+    assert [follow_on.filter(r) and r.levelno for r in twisted] == [logging.DEBUG, logging.DEBUG,
+                                                                    logging.CRITICAL]  # fmt: skip
+    gone = weakref.ref(refused_spider)
+    del refused_spider, kept, demoted
+    gc.collect()
+    assert gone() is None  # the filter outlives the crawl, not the crawl's objects
