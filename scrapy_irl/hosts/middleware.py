@@ -109,7 +109,16 @@ def _new_resolver(crawler: Crawler, store: HostStore) -> HostResolver:
     from twisted.internet import reactor
 
     settings = crawler.settings
-    stats = crawler.stats
+    # Weakly: the resolver is the value of _shared, keyed weakly by the crawler, and the
+    # stats collector holds the crawler. Held strongly, each entry kept its own key alive:
+    # every crawl of a process stayed in RAM, engine and caches included, until it exited
+    # (a probe: 12 sequential crawls, 12 live crawlers; stock Scrapy 0).
+    stats_ref = weakref.ref(crawler.stats)
+
+    def count(name: str) -> None:
+        stats = stats_ref()
+        if stats is not None:
+            stats.inc_value(f"{STAT_PREFIX}/{name}")
 
     def lookup(host: str) -> Deferred[str]:
         """Ask the reactor's resolver past Scrapy's DNS cache, whose entries never expire:
@@ -124,7 +133,7 @@ def _new_resolver(crawler: Crawler, store: HostStore) -> HostResolver:
         lookup,
         **dns_options(settings),
         reactor=reactor,
-        on_event=lambda name: stats.inc_value(f"{STAT_PREFIX}/{name}"),
+        on_event=count,
         revalidate_before=PROCESS_STARTED,
     )
 
