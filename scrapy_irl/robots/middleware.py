@@ -32,6 +32,7 @@ from twisted.internet.defer import Deferred
 from w3lib.url import safe_url_string
 
 from scrapy_irl import config
+from scrapy_irl.hosts.names import refused_by_twisted
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import robots_meta
 from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
@@ -398,7 +399,7 @@ class RobotsCacheMiddleware:
         route = robots_meta(request.meta)  # through the page's proxy, if it names one
         for hop in range(self.policy.max_redirects + 1):
             try:
-                robots_request = self._robots_request(url, route)
+                robots_request = self._robots_request(url, route, hop)
             except ValueError:
                 self._inc("bad_redirect")
                 return self._store_unreadable(origin, previous_record)
@@ -471,13 +472,20 @@ class RobotsCacheMiddleware:
             )
         raise AssertionError("unreachable: the loop returns on its last hop")
 
-    def _robots_request(self, url: str, route: dict[str, Any]) -> Request:
+    def _robots_request(self, url: str, route: dict[str, Any], hop: int = 0) -> Request:
         """The request for one hop; a ValueError for anything but an http(s) URL, so a
         redirect to ``file:``, ``data:`` or ``ftp:`` is never followed (Scrapy's own
-        RedirectMiddleware refuses those too): the origin counts as bad_redirect.
+        RedirectMiddleware refuses those too), nor one to a host the HTTP client refuses
+        before sending (``user@host``, an empty host): the origin counts as bad_redirect.
         ``route``: the page's ``meta["proxy"]``, if it had that key."""
-        if urlsplit(url).scheme.lower() not in ("http", "https"):
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https"):
             raise ValueError(f"not an http(s) URL: {url[:200]!r}")
+        if hop and refused_by_twisted(parts.scheme.lower(), parts.netloc):
+            # A redirect to userinfo, an empty host, a % in it: the client fails it before
+            # sending, and that read as an unreachable server, the whole site shut out
+            # after the retries (a probe, 2026-11-28).
+            raise ValueError(f"not a host the HTTP client can reach: {url[:200]!r}")
         return Request(
             url,
             priority=self.DOWNLOAD_PRIORITY,

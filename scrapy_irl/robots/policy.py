@@ -7,6 +7,8 @@ robots.txt for a day):
 * 2xx: obey the first ``max_bytes`` of the body; ask again after ``ttl``.
 * 3xx after ``max_redirects`` redirects, or a 4xx other than 429: the file is
   *unavailable*: allow all, ask again after ``ttl``.
+* 304 Not Modified (never asked for: no conditional request is sent) to a fetch that
+  had rules or an allow all: the copy in hand is current, kept for another ``ttl``.
 * 5xx, 429, timeouts, DNS and network errors: the file is *unreachable*: disallow all, unless a
   copy fetched less than ``stale_ttl`` ago exists, which stays in force. Either way ask
   again after a back-off of ``retry_delay`` doubling per consecutive failure up to
@@ -22,6 +24,7 @@ from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
 #: Status recorded for a fetch that produced no HTTP response (timeout, DNS, refused...).
 NO_RESPONSE = 0
 TOO_MANY_REQUESTS = 429
+NOT_MODIFIED = 304
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,12 @@ class RobotsPolicy:
                 0,
                 self._within_limit(body),
             )
+        if status == NOT_MODIFIED and previous is not None and previous.kind in (
+            RobotsKind.RULES, RobotsKind.ALLOW_ALL
+        ):
+            # Read as allow all, a server answering 304 to the re-fetch threw its rules
+            # away: a probe's /private/ pages were fetched after the TTL (2026-11-28).
+            return previous.with_expiry(now + self.ttl, checked_at=now, failures=0)
         if 300 <= status < 500 and status != TOO_MANY_REQUESTS:
             return RobotsRecord(
                 RobotsKind.ALLOW_ALL, status, now, now, now + self.ttl, 0

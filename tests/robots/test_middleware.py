@@ -481,6 +481,18 @@ def test_a_location_that_is_no_url_is_a_bad_redirect(make):
     assert stat(mw, "irl_robots/bad_redirect") == 1
 
 
+@pytest.mark.parametrize("target", ["http://user:pw@b.test/robots.txt", "http://:8434/robots.txt"])
+def test_a_redirect_to_a_host_the_client_refuses_is_a_bad_redirect(make, target):
+    # Twisted fails such a URL before sending ("invalid hostname"): read as an unreachable
+    # server, the site's every URL was held through the retries and then dropped.
+    web = FakeWeb({"http://a.test/robots.txt": (301, b"", {"Location": target}),
+                   target: ValueError("invalid hostname: b''")})  # fmt: skip
+    mw = make(web)
+    assert outcome(mw, "http://a.test/x") == "allowed"
+    assert web.urls == ["http://a.test/robots.txt"]
+    assert stat(mw, "irl_robots/bad_redirect") == 1
+
+
 def test_a_utf8_location_is_read_as_scrapy_reads_it(make):
     web = FakeWeb({
         "http://a.test/robots.txt": (301, b"", {"Location": "/rüles.txt"}),

@@ -82,3 +82,18 @@ def test_a_body_cut_at_max_bytes_keeps_whole_lines_only(body, kept):
     # Cutting "Disallow: /secret-area/" to "Disallow: /" disallowed a whole site.
     record = P.on_response(200, body, 0.0, None)
     assert record.body == kept
+
+
+def test_not_modified_keeps_the_copy_in_hand():
+    # No conditional request is sent, but a server answering 304 means "unchanged": read
+    # as allow all, it threw the rules away at the first re-fetch (a probe, 2026-11-28).
+    rules = P.on_response(200, b"A: /p\n", 1000.0, None)  # within max_bytes=10
+    kept = P.on_response(304, b"", 1200.0, rules)
+    assert (kept.kind, kept.body, kept.status) == (RobotsKind.RULES, b"A: /p\n", 200)
+    assert (kept.fetched_at, kept.checked_at, kept.expires_at) == (1000.0, 1200.0, 1300.0)
+    allow = P.on_response(404, b"", 1000.0, None)
+    assert P.on_response(304, b"", 1200.0, allow).kind == RobotsKind.ALLOW_ALL
+    # nothing to keep, or only a failure's disallow all: as any other 3xx, allow all
+    assert P.on_response(304, b"", 1200.0, None).kind == RobotsKind.ALLOW_ALL
+    failed = P.on_response(503, b"", 1000.0, None)
+    assert P.on_response(304, b"", 1200.0, failed).kind == RobotsKind.ALLOW_ALL
