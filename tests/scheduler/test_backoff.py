@@ -346,6 +346,35 @@ def test_retry_after_of_a_503_holds_the_hosts_next_request(tmp_path: Path) -> No
     assert stats["irl_sched/backoff/retry_after"] == 1
 
 
+def test_retry_after_of_a_503_to_robots_txt_holds_the_host(tmp_path: Path) -> None:
+    """Only pages backed off: a robots.txt answered "503, Retry-After" was asked again at
+    the robots retry delay, and with a recent copy of the rules in force the host's pages
+    went on at tau_h meanwhile (a probe, 2026-11-28)."""
+    robots = [(503, {"Retry-After": "3"})]
+    site = _ScriptedSite({"/robots.txt": robots})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/a"}], tmp_path, ROBOTSTXT_OBEY=True,
+                      IRL_ROBOTS_RETRY_DELAY=0.5, IRL_ROBOTS_RETRY_MAX_DELAY=1.0)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    assert [p for _, p in site.log] == ["/robots.txt", "/robots.txt", "/a"], site.log
+    assert _gap_after(site.log, 0) >= 3.0, site.log  # not the 0.5 s retry delay
+    assert stats["irl_sched/backoff/retry_after"] == 1
+
+
+def test_retry_after_of_a_503_to_robots_txt_holds_pages_under_a_recent_copy(tmp_path: Path) -> None:
+    """A recent copy of the rules stays in force while robots.txt is unreachable: the
+    host's pages went on at tau_h, as if the server had not asked for a pause."""
+    site = _ScriptedSite({"/robots.txt": [(200, {}), (503, {"Retry-After": "3"})]})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/p{n}", "pause": 0.3 * n} for n in range(8)],
+                      tmp_path / "stale", ROBOTSTXT_OBEY=True, IRL_ROBOTS_TTL=0.5,
+                      IRL_HOST_DELAY=0.2, IRL_HOST_DELAY_MIN=0.2)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    refused = [i for i, (_, p) in enumerate(site.log) if p == "/robots.txt"][1]
+    assert refused + 1 < len(site.log), site.log
+    assert _gap_after(site.log, refused) >= 3.0, site.log
+
+
 def test_a_host_that_keeps_answering_429_is_asked_exponentially_less_often(
     tmp_path: Path,
 ) -> None:
