@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -105,9 +106,21 @@ def _chain(exc: BaseException | None) -> Iterable[BaseException]:
         exc = exc.__cause__ or exc.__context__
 
 
+#: The filters of the latest refusals; older ones are removed (their crawls are long
+#: over), so a service retrying a damaged job forever does not grow its loggers' filter
+#: lists, which every log record walks (a probe: 41 refusals, 164 filters).
+KEPT_FILTERS = 16
+_installed: deque[FollowOnErrors] = deque()
+
+
 def quiet_follow_on_errors(spider: Any, refused: BaseException) -> None:
     """After the one refusal line, log the errors Scrapy adds because the crawl never
     opened at DEBUG (see :class:`FollowOnErrors`)."""
     follow_on = FollowOnErrors(spider, refused)
+    _installed.append(follow_on)
+    while len(_installed) > KEPT_FILTERS:
+        oldest = _installed.popleft()
+        for name in FOLLOW_ON_LOGGERS:
+            logging.getLogger(name).removeFilter(oldest)
     for name in FOLLOW_ON_LOGGERS:
         logging.getLogger(name).addFilter(follow_on)

@@ -171,3 +171,14 @@ def test_the_follow_on_filter_spares_other_crawls_and_keeps_nothing_alive() -> N
     del refused_spider, kept, demoted
     gc.collect()
     assert gone() is None  # the filter outlives the crawl, not the crawl's objects
+
+
+def test_refusals_without_end_keep_a_bounded_number_of_filters() -> None:
+    # A service retrying a damaged job added four filters per refusal, for good.
+    from scrapy_irl.refusal import FOLLOW_ON_LOGGERS, KEPT_FILTERS, FollowOnErrors, quiet_follow_on_errors
+
+    for n in range(3 * KEPT_FILTERS):
+        quiet_follow_on_errors(None, IrlError(f"damaged {n}"))
+    for name in FOLLOW_ON_LOGGERS:
+        kept = [f for f in logging.getLogger(name).filters if isinstance(f, FollowOnErrors)]
+        assert len(kept) == KEPT_FILTERS
