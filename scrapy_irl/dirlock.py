@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Self
 
 from scrapy_irl.exceptions import IrlError
+from scrapy_irl.startfail import release_failed_starts
 
 
 class DirectoryInUseError(IrlError):
@@ -24,6 +25,19 @@ class DirectoryInUseError(IrlError):
 
 class DirectoryUnusableError(IrlError):
     """The directory cannot be created or written (a file in its place, no permission)."""
+
+
+def _locked(fd: int) -> bool:
+    """Take the lock on ``fd``; if it is held, once more after giving back what crawls of
+    this process that failed to start still hold (their components heard no close)."""
+    for attempt in range(2):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt or not release_failed_starts():
+                return False
+    return False
 
 
 class DirectoryLock:
@@ -47,9 +61,7 @@ class DirectoryLock:
                 "point JOBDIR (or the IRL_* directory setting) at a directory this process "
                 "can create and write"
             ) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _locked(fd):
             os.close(fd)
             raise DirectoryInUseError(
                 f"{self.path.parent}: this {self.what} is in use by another crawl (its lock "

@@ -43,6 +43,7 @@ from scrapy_irl.hosts.pinning import lookup_address, pin_address
 from scrapy_irl.hosts.proxy import ProxyRoutes
 from scrapy_irl.hosts.store import HostStore
 from scrapy_irl.refusal import refusing_start
+from scrapy_irl.startfail import release_if_start_fails
 
 try:  # Scrapy >= 2.14 wraps DNS failures in its own exception
     from scrapy.exceptions import CannotResolveHostError as _DnsError
@@ -159,6 +160,7 @@ class HostDnsMiddleware:
         self._told_unpinned = False
         self.proxies = ProxyRoutes.from_settings(crawler.settings)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+        self._give_back_store = release_if_start_fails(crawler, self.store.release)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -168,11 +170,11 @@ class HostDnsMiddleware:
 
     def _spider_closed(self, spider: Spider | None = None) -> None:
         if not self._closed:
-            self._closed = True
             # The robots middleware reports it too; with ROBOTSTXT_OBEY off only we do.
             if self.store.write_errors:
                 self.crawler.stats.set_value("irl_hosts/store_write_errors", self.store.write_errors)
-            self.store.release()
+        self._closed = True
+        self._give_back_store()  # unless the crawl's failed start gave it back
 
     async def process_request(
         self, request: Request, spider: Spider | None = None

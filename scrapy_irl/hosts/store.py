@@ -30,6 +30,7 @@ from scrapy_irl.exceptions import (
     StoreAccessError,
 )
 from scrapy_irl.hosts.records import DnsRecord, RecordError, RobotsRecord
+from scrapy_irl.startfail import release_failed_starts
 from scrapy_irl.tempdirs import remove_temporary_directory
 
 logger = logging.getLogger(__name__)
@@ -118,7 +119,9 @@ class HostStore:
     """Typed access to the robots.txt and DNS records of one LevelDB directory."""
 
     _shared: ClassVar[dict[str, tuple[HostStore, int]]] = {}
-    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+    #: Re-entrant: opening a store (inside open_shared) may first give back the stores of
+    #: crawls of this process that failed to start (release, which takes it too).
+    _shared_lock: ClassVar[threading.RLock] = threading.RLock()
     #: Directories a store of this process has open. LevelDB's own lock is a POSIX
     #: record lock, held per process: a second open in the same process is refused, but
     #: refusing closes LevelDB's handle on LOCK, and that drops the process's lock, so
@@ -159,6 +162,9 @@ class HostStore:
                 f"holds LevelDB data: {', '.join(orphans[:5])}); move it away to start a "
                 "fresh cache (robots.txt and DNS data are refetched)"
             )
+        if self._key in self._open_paths:
+            # Held by a crawl of this process that failed to start? Given back now.
+            release_failed_starts()
         with self._open_paths_lock:
             if self._key in self._open_paths:
                 raise HostStoreLockedError(

@@ -37,6 +37,7 @@ from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import robots_meta
 from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
 from scrapy_irl.refusal import refusing_start
+from scrapy_irl.startfail import release_if_start_fails
 from scrapy_irl.robots import reduce
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
 from scrapy_irl.robots.matching import url_for_rules
@@ -166,6 +167,7 @@ class RobotsCacheMiddleware:
         self._closed = False
         _BY_CRAWLER[id(crawler)] = self
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+        self._give_back_store = release_if_start_fails(crawler, self.store.release)
         crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
 
     @classmethod
@@ -187,13 +189,13 @@ class RobotsCacheMiddleware:
     def _spider_closed(self, spider: Spider | None = None) -> None:
         if self._closed:
             return
-        self._closed = True
         self.stats.set_value(f"{STAT_PREFIX}/memory_entries", len(self.cache))
         self.stats.set_value(f"{STAT_PREFIX}/memory_bytes", self.cache.held_bytes)
         if self.store.write_errors:
             self.stats.set_value("irl_hosts/store_write_errors", self.store.write_errors)
+        self._closed = True
         _BY_CRAWLER.pop(id(self.crawler), None)
-        self.store.release()
+        self._give_back_store()  # unless the crawl's failed start gave it back
 
     def _bytes_received(
         self, data: bytes, request: Request, spider: Spider | None = None

@@ -32,6 +32,7 @@ from scrapy.utils.job import job_dir
 from scrapy_irl import config
 from scrapy_irl import settings as defaults
 from scrapy_irl.refusal import refusing_start
+from scrapy_irl.startfail import release_if_start_fails
 from scrapy_irl.warc.writer import RawHttpHeaders, RotatingWarcWriter, warc_date
 
 if TYPE_CHECKING:
@@ -144,6 +145,8 @@ class WarcExtension:
             self.response_downloaded, signal=signals.response_downloaded
         )
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        # Unless the crawl's failed start gives it back first (then no close comes).
+        self._give_back_writer = release_if_start_fails(crawler, self.writer.release)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -197,7 +200,7 @@ class WarcExtension:
             return
         self._closed = True
         try:
-            self.writer.release()
+            self._give_back_writer()
         except Exception as exc:  # noqa: BLE001
             self._write_error(exc, "closing the file")
         self._update_stats()

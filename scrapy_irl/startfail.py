@@ -1,0 +1,99 @@
+"""Give back what a component took in ``from_crawler`` when its crawl never started.
+
+Scrapy sends ``spider_closed`` only to a crawl whose engine was built. When building it
+fails (a pipeline's ``from_crawler`` raising, one of our middlewares refusing a damaged
+store), the components built before it never hear of it: the WARC directory stayed
+locked and the host store open until the process exited, so a retry in the same process
+was refused ("in use by another crawl") and no other process could open the store (a
+probe, 2026-11-28). A component registers its release here. It runs once the crawl is
+seen to have failed before its engine existed: at the reactor's next turn, and at once
+when this process finds such a resource in use (:func:`release_failed_starts`).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class GiveBack:
+    """``release`` run at most once, by whichever comes first: the component's close or
+    the failed start. It must not hold the crawler or the component: it outlives both
+    when they are collected without a close, and still gives the resource back."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+
+    @property
+    def done(self) -> bool:
+        return self._release is None
+
+    def __call__(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+class _Holding:
+    """One component's resource, waiting for its crawl to start or to fail."""
+
+    def __init__(self, crawler: Any, give_back: GiveBack) -> None:
+        self.crawler = weakref.ref(crawler)
+        self.give_back = give_back
+
+
+_holdings: list[_Holding] = []
+
+
+def release_if_start_fails(crawler: Any, release: Callable[[], None]) -> GiveBack:
+    """``release`` wrapped to run once: by :func:`release_failed_starts` if ``crawler``
+    fails before its engine is built, else when the component calls it at its close."""
+    _holdings[:] = [h for h in _holdings if not h.give_back.done]
+    give_back = GiveBack(release)
+    try:
+        _holdings.append(_Holding(crawler, give_back))
+    except TypeError:  # a stand-in crawler that cannot be weakly referenced: not judged
+        return give_back
+    try:
+        from twisted.internet import reactor
+
+        if reactor.running:  # type: ignore[attr-defined]
+            # The crawl's start runs on until its first wait: judged after it.
+            reactor.callLater(0, release_failed_starts)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - no reactor: the in-use checks still release
+        logger.debug("no reactor to check the start of the crawl on", exc_info=True)
+    return give_back
+
+
+def release_failed_starts() -> int:
+    """Give back the resources of every crawl that failed before its engine existed, or
+    that was garbage-collected without closing; returns how many were given back."""
+    released = 0
+    for holding in list(_holdings):
+        if holding.give_back.done:
+            continue
+        crawler = holding.crawler()
+        if crawler is not None and not failed_before_engine(crawler):
+            continue
+        try:
+            holding.give_back()
+        except Exception:  # noqa: BLE001 - one failure must not keep the others held
+            logger.warning("Could not give back a resource of a crawl that did not start",
+                           exc_info=True)  # fmt: skip
+        released += 1
+    _holdings[:] = [h for h in _holdings if not h.give_back.done]
+    return released
+
+
+def failed_before_engine(crawler: Any) -> bool:
+    """Whether ``crawler`` started to crawl and stopped with no engine built (Scrapy's
+    ``Crawler.crawl`` sets ``crawling`` back to False when starting fails). A crawler
+    that never started (built for a test, or not yet crawling) is not judged."""
+    started = getattr(crawler, "_started", False) is True
+    crawling = getattr(crawler, "crawling", True)
+    engine = getattr(crawler, "_engine", crawler)  # absent (another Scrapy): not judged
+    return started and crawling is False and engine is None

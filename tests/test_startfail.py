@@ -1,0 +1,74 @@
+"""What a component took in from_crawler is given back when its crawl never started."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from scrapy_irl.dirlock import DirectoryInUseError, DirectoryLock
+from scrapy_irl.startfail import failed_before_engine, release_failed_starts, release_if_start_fails
+
+
+class Crawler(SimpleNamespace):
+    """The three attributes Scrapy's Crawler has (and a weak reference)."""
+
+
+def crawler(started: bool, crawling: bool, engine: object | None) -> Crawler:
+    return Crawler(_started=started, crawling=crawling, _engine=engine)
+
+
+@pytest.mark.parametrize(
+    ("state", "failed"),
+    [((True, False, None), True),  # Crawler.crawl gave up before building the engine
+     ((True, True, None), False),  # still starting
+     ((True, False, object()), False),  # ran (or its open failed): spider_closed comes
+     ((False, False, None), False)],  # never started: built for a test, say
+)
+def test_only_a_crawl_that_stopped_before_its_engine_counts_as_failed(state, failed) -> None:
+    assert failed_before_engine(crawler(*state)) is failed
+    assert failed_before_engine(SimpleNamespace()) is False  # another Scrapy: not judged
+
+
+def test_a_failed_start_gives_back_once_and_a_running_crawl_keeps_its_resource() -> None:
+    given: list[str] = []
+    running, failing = crawler(True, True, None), crawler(True, True, None)
+    keep = release_if_start_fails(running, lambda: given.append("running"))
+    give = release_if_start_fails(failing, lambda: given.append("failing"))
+    failing.crawling = False  # its engine could not be built
+    assert release_failed_starts() == 1 and given == ["failing"]
+    give()  # the component's own close, if it came, does nothing more
+    assert release_failed_starts() == 0 and given == ["failing"]
+    running._engine = object()
+    keep()  # closed normally: given back by the component itself
+    assert given == ["failing", "running"] and keep.done
+
+
+def test_a_collected_crawler_that_never_closed_gives_back_too() -> None:
+    given: list[int] = []
+    release_if_start_fails(crawler(True, True, None), lambda: given.append(1))
+    gc.collect()
+    assert release_failed_starts() == 1 and given == [1]
+
+
+def test_a_stand_in_crawler_without_weak_references_is_not_judged() -> None:
+    given: list[int] = []
+    give = release_if_start_fails(SimpleNamespace(_started=True, crawling=False, _engine=None),
+                                  lambda: given.append(1))  # fmt: skip
+    assert release_failed_starts() == 0 and given == []
+    give()
+    assert given == [1]
+
+
+def test_a_lock_held_by_a_failed_start_of_this_process_is_taken_over(tmp_path: Path) -> None:
+    first = DirectoryLock(tmp_path, what="WARC output directory").acquire()
+    failing = crawler(True, True, None)
+    release_if_start_fails(failing, first.release)
+    with pytest.raises(DirectoryInUseError):  # its crawl is still starting: in use
+        DirectoryLock(tmp_path, what="WARC output directory").acquire()
+    failing.crawling = False
+    second = DirectoryLock(tmp_path, what="WARC output directory").acquire()
+    assert second.held and not first.held
+    second.release()
