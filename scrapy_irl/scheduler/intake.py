@@ -17,6 +17,7 @@ from scrapy import signals
 from scrapy.http import Request
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import referer_str
+from w3lib.url import canonicalize_url
 
 from scrapy_irl.drum import CHECK
 from scrapy_irl.hosts.names import refused_by_twisted
@@ -33,6 +34,7 @@ from scrapy_irl.scheduler.items import (
     url_parts,
     without_host,
 )
+from scrapy_irl.scheduler.urlnorm import plain_host_spelling
 
 if TYPE_CHECKING:
     from scrapy_irl.drum.store import DrumBatch
@@ -66,7 +68,7 @@ class Intake:
         # A URL asked for by name (dont_filter: start URLs, retries, ``scrapy fetch``; or
         # nothing filtered: ``scrapy shell``) is fetched as given: stripping serves
         # deduplication, and replacing the request lost the object the shell waits on.
-        exempt = request.dont_filter or not self.filtering
+        exempt = request.dont_filter or not self.filtering or self._spelling_redirect(request)
         stripped = None if exempt else self.strip_session(request.url)
         if stripped is not None and self._redirected_to_add_session(request, stripped):
             # A server that puts the session id in the URL (a servlet without its
@@ -98,7 +100,7 @@ class Intake:
             self.counts["dont_filter"] += 1
         elif not self.filtering:
             self.counts["not_filtered"] += 1
-        fingerprint = self._fingerprint(request)
+        fingerprint = self._dedup_fingerprint(request)
         if exempt:
             self._remember_without_session(request)
         try:
@@ -119,6 +121,32 @@ class Intake:
             return True
         self.urlseen.check_update(self._key(fingerprint), None, record)
         return True
+
+    def _dedup_fingerprint(self, request: Request) -> bytes:
+        """The fingerprint URLseen keys ``request`` on: of its URL with the host spelled
+        plainly (:func:`plain_host_spelling`: no trailing dot, no default port), so that
+        ``a.test./p``, ``a.test:80/p`` and ``a.test/p`` are one URL. The request is
+        fetched as given."""
+        plain = plain_host_spelling(request.url)
+        if plain is None:
+            return self._fingerprint(request)
+        self.counts["host_spellings_folded"] += 1
+        return self._fingerprint(request.replace(url=plain))
+
+    def _spelling_redirect(self, request: Request) -> bool:
+        """``request`` is a redirect to another spelling of the URL it came from (a server
+        moving ``a.test.`` to ``a.test``): one URL to deduplication, so it would be
+        dropped as its own duplicate and the page never fetched. It is fetched as given
+        instead, like a ``dont_filter`` request."""
+        sources = request.meta.get("redirect_urls")
+        if not sources or not isinstance(sources, list) or str(sources[-1]) == request.url:
+            return False
+        source, target = str(sources[-1]), request.url
+        same = canonicalize_url(plain_host_spelling(source) or source) == canonicalize_url(
+            plain_host_spelling(target) or target)  # fmt: skip
+        if same:
+            self.counts["spelling_redirects_followed"] += 1
+        return same
 
     def _remember_without_session(self, request: Request) -> None:
         """A URL fetched as given with a session id: its links elsewhere are stripped, so
