@@ -100,9 +100,11 @@ def _check_handler_settings(settings: BaseSettings) -> None:
     """``IRL_KEEPALIVE_MAX_IDLE``, read by our HTTP handler, which Scrapy builds at the
     first request: under another ``SCHEDULER`` (the IRL scheduler checks it at open) a bad
     value failed every request of the crawl. Refused here, before the crawl starts."""
-    from scrapy_irl.hosts.download import keepalive_max_idle
+    from scrapy_irl.hosts.download import keepalive_max_idle, other_http_handlers
     from scrapy_irl.refusal import quiet_follow_on_errors
 
+    if set(other_http_handlers(settings)) >= {"http", "https"}:
+        return  # the project's own handlers serve both: nothing reads the setting
     try:
         keepalive_max_idle(settings)
     except ValueError as exc:

@@ -13,6 +13,7 @@ when this process finds such a resource in use (:func:`release_failed_starts`).
 from __future__ import annotations
 
 import logging
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -58,15 +59,26 @@ def release_if_start_fails(crawler: Any, release: Callable[[], None]) -> GiveBac
         _holdings.append(_Holding(crawler, give_back))
     except TypeError:  # a stand-in crawler that cannot be weakly referenced: not judged
         return give_back
-    try:
-        from twisted.internet import reactor
-
-        if reactor.running:  # type: ignore[attr-defined]
-            # The crawl's start runs on until its first wait: judged after it.
-            reactor.callLater(0, release_failed_starts)  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - no reactor: the in-use checks still release
-        logger.debug("no reactor to check the start of the crawl on", exc_info=True)
+    _judge_at_next_turn()
     return give_back
+
+
+def _judge_at_next_turn() -> None:
+    """:func:`release_failed_starts` once the reactor turns: at once if it runs (the
+    crawl's start goes on until its first wait, and is judged after it), else when it
+    starts (``CrawlerProcess`` builds every crawl before ``reactor.run()``). Only a
+    reactor already imported is used: importing it installs one, and Scrapy's
+    reactorless mode (``TWISTED_REACTOR_ENABLED = False``) refuses to run with one."""
+    reactor = sys.modules.get("twisted.internet.reactor")
+    if reactor is None:  # no reactor: the in-use checks still give back
+        return
+    try:
+        if reactor.running:
+            reactor.callLater(0, release_failed_starts)
+        else:
+            reactor.callWhenRunning(reactor.callLater, 0, release_failed_starts)
+    except Exception:  # noqa: BLE001 - a reactor that cannot schedule: in-use checks only
+        logger.debug("cannot schedule the check of the crawl's start", exc_info=True)
 
 
 def release_failed_starts() -> int:

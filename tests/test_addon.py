@@ -214,3 +214,10 @@ def test_a_bad_keepalive_idle_is_refused_at_start_under_any_scheduler(value, cap
     with pytest.raises(ValueError, match="IRL_KEEPALIVE_MAX_IDLE"):
         build({"IRL_KEEPALIVE_MAX_IDLE": value, "SCHEDULER": "scrapy.core.scheduler.Scheduler"})
     assert "Refusing to start the crawl" in caplog.text
+
+
+def test_the_keepalive_idle_is_not_checked_when_the_projects_own_handlers_serve_http() -> None:
+    # Nothing reads it then: refusing the crawl for it would be wrong.
+    own = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
+    settings = build({"IRL_KEEPALIVE_MAX_IDLE": 0, "DOWNLOAD_HANDLERS": {"http": own, "https": own}})
+    assert settings.getwithbase("DOWNLOAD_HANDLERS")["http"] == own

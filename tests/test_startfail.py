@@ -72,3 +72,35 @@ def test_a_lock_held_by_a_failed_start_of_this_process_is_taken_over(tmp_path: P
     second = DirectoryLock(tmp_path, what="WARC output directory").acquire()
     assert second.held and not first.held
     second.release()
+
+
+def test_no_reactor_is_imported_to_schedule_the_check() -> None:
+    """Importing the reactor installs one; Scrapy's reactorless mode then refuses every
+    later crawl of the process (a review, 2026-11-28)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom scrapy_irl.startfail import release_if_start_fails\n"
+            "class C: pass\nrelease_if_start_fails(C(), lambda: None)\n"
+            "assert 'twisted.internet.reactor' not in sys.modules\n")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_the_check_runs_at_the_reactors_next_turn_or_its_start(monkeypatch, running) -> None:
+    """CrawlerProcess builds its crawls before reactor.run(): the check was only
+    scheduled on a running reactor, so a failed start there kept its resources."""
+    import sys
+
+    calls: list[tuple] = []
+    fake = SimpleNamespace(running=running,
+                           callLater=lambda *a: calls.append(("callLater", *a)),
+                           callWhenRunning=lambda *a: calls.append(("callWhenRunning", *a)))  # fmt: skip
+    monkeypatch.setitem(sys.modules, "twisted.internet.reactor", fake)
+    release_if_start_fails(crawler(True, True, None), lambda: None)()
+    if running:
+        assert calls == [("callLater", 0, release_failed_starts)]
+    else:
+        assert calls == [("callWhenRunning", fake.callLater, 0, release_failed_starts)]

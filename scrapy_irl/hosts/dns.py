@@ -23,6 +23,7 @@ from twisted.internet import defer
 from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.defer import Deferred, DeferredSemaphore
 
+from scrapy_irl.exceptions import HostStoreError
 from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.hosts.records import DnsRecord, RecordError
 from scrapy_irl.hosts.store import DiscardLog, HostStore
@@ -192,7 +193,10 @@ class HostResolver:
     def _finished(self, result: Any, host: str) -> None:
         waiters = self._waiting.pop(host, [])
         if isinstance(result, DnsRecord):
-            self.store.put_dns(host, result)
+            try:
+                self.store.put_dns(host, result)
+            except HostStoreError:  # closed under a lookup that outlived its crawl
+                logger.debug("DNS record of %s not stored: the host store is closed", host)
             self._remember(host, result)
             for waiter in waiters:
                 waiter.callback(result)

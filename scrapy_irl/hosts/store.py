@@ -236,6 +236,8 @@ class HostStore:
     @classmethod
     def open_shared(cls, path: str | os.PathLike[str], **options: Any) -> HostStore:
         """The process-wide store for ``path``, opened on first use; pair with :meth:`release`."""
+        if not os.fspath(path):  # realpath("") is the working directory's store
+            raise HostStoreError("host store path is empty; name the directory to use")
         key = os.path.realpath(path)
         with cls._shared_lock:
             store, refs = cls._shared.get(key, (None, 0))

@@ -79,6 +79,9 @@ class _DamageCount:
 
     def __init__(self) -> None:
         self.records = 0
+        #: Origins found damaged: dropped from the store by the first read, a second URL
+        #: of the origin read as "nothing cached".
+        self.origins: set[str] = set()
 
     def __call__(self, event: str) -> None:
         if event == "corrupt_record":
@@ -102,7 +105,9 @@ def describe(
     before = damage.records if damage is not None else 0
     cached = cache.get(origin)
     if cached is None:
-        damaged = damage is not None and damage.records > before
+        damaged = damage is not None and (damage.records > before or origin in damage.origins)
+        if damaged:
+            damage.origins.add(origin)  # type: ignore[union-attr]
         return {"url": url, "origin": origin, "cached": False, **({"damaged": True} if damaged else {})}
     return {"url": url, "origin": origin, "cached": True, **_record(cached, now),
             "allowed": cached.allowed(safe, user_agent),

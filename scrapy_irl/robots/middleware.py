@@ -32,6 +32,7 @@ from twisted.internet.defer import Deferred
 from w3lib.url import safe_url_string
 
 from scrapy_irl import config
+from scrapy_irl.hosts.download import twisted_http_schemes
 from scrapy_irl.hosts.names import refused_by_twisted
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import robots_meta
@@ -133,6 +134,9 @@ class RobotsCacheMiddleware:
         self._default_useragent: str = settings["USER_AGENT"]
         self._robotstxt_useragent: str | None = settings["ROBOTSTXT_USER_AGENT"]
         self._download_maxsize: int = settings.getint("DOWNLOAD_MAXSIZE")
+        #: Schemes fetched by Twisted's HTTP client, which refuses some host names before
+        #: sending (a proxy, or another handler, may reach them).
+        self._twisted_schemes = twisted_http_schemes(settings)
         self._parserimpl: Any = load_object(settings.get("ROBOTSTXT_PARSER"))
         build_from_crawler(self._parserimpl, crawler, b"")  # fail early on missing deps
         #: Protego bodies are reduced to our user agent's group before parsing (see
@@ -483,7 +487,8 @@ class RobotsCacheMiddleware:
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https"):
             raise ValueError(f"not an http(s) URL: {url[:200]!r}")
-        if hop and refused_by_twisted(parts.scheme.lower(), parts.netloc):
+        if (hop and not route.get("proxy") and parts.scheme.lower() in self._twisted_schemes
+                and refused_by_twisted(parts.scheme.lower(), parts.netloc)):  # fmt: skip
             # A redirect to userinfo, an empty host, a % in it: the client fails it before
             # sending, and that read as an unreachable server, the whole site shut out
             # after the retries (a probe, 2026-11-28).

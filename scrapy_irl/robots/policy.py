@@ -93,7 +93,8 @@ class RobotsPolicy:
         ):
             # Read as allow all, a server answering 304 to the re-fetch threw its rules
             # away: a probe's /private/ pages were fetched after the TTL (2026-11-28).
-            return previous.with_expiry(now + self.ttl, checked_at=now, failures=0)
+            # Confirmed current now: a later outage keeps it in force for stale_ttl from here.
+            return previous.with_expiry(now + self.ttl, fetched_at=now, checked_at=now, failures=0)
         if 300 <= status < 500 and status != TOO_MANY_REQUESTS:
             return RobotsRecord(
                 RobotsKind.ALLOW_ALL, status, now, now, now + self.ttl, 0

@@ -77,7 +77,9 @@ class HandoutTracking:
             # off: with a recent copy of the rules in force, a probe's host answering
             # robots.txt "503, Retry-After: 60" got a page every 1.1 s meanwhile.
             robots_host = self._robots_fetch_host(request)
-            if robots_host is None:
+            if robots_host is None or not self.backoff.applies(response.status):
+                # Only a page's answer ends a run of refusals: a static robots.txt served
+                # while the pages are rate-limited reset the doubling at every re-fetch.
                 return
             host = robots_host
         if not self.backoff.applies(response.status) or not http_answer(request):

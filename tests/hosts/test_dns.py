@@ -229,3 +229,14 @@ def test_an_address_from_an_earlier_run_is_looked_up_once_again(store):
     store.put_dns("kept.test", DnsRecord(("127.0.0.4",), 900.0, 5000.0))
     assert result_of(again.resolve("kept.test")).ip == "127.0.0.4"
     assert lookups.calls == ["moved.test"]
+
+
+def test_a_lookup_that_outlives_its_store_still_answers_its_waiters(tmp_path):
+    # The store closed under the lookup (its crawl ended): writing the record raised in
+    # the lookup's callback, and whoever waited for the address never heard back.
+    store, clock, lookups = HostStore(tmp_path / "h"), FakeClock(), Lookups()
+    resolver = HostResolver(store, lookups, ttl=60, clock=clock)
+    waiting = resolver.resolve("a.test")
+    store.close()
+    lookups.pending["a.test"].callback("127.0.0.7")
+    assert result_of(waiting).ip == "127.0.0.7"

@@ -400,4 +400,14 @@ def test_an_empty_path_is_refused_not_read_as_the_working_directory(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(HostStoreError, match="path is empty"):
         HostStore("")
+    with pytest.raises(HostStoreError, match="path is empty"):
+        HostStore.open_shared("")
     assert list(tmp_path.iterdir()) == []
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    shared = HostStore.open_shared(".")
+    try:  # realpath("") is the working directory: open_shared handed its store out
+        with pytest.raises(HostStoreError, match="path is empty"):
+            HostStore.open_shared("")
+    finally:
+        shared.release()

@@ -109,6 +109,10 @@ def test_a_damaged_record_is_reported_as_damaged_not_as_nothing_cached(tmp_path:
                         "the crawl would fetch robots.txt again)")  # fmt: skip
     assert "allowed by" in lines[1]  # the sound records are still answered
     assert "is damaged: 1 robots.txt record(s) could not be read" in err
+    with HostStore(tmp_path) as store:
+        store._db.put(b"R" + b"http://a.test", b"\x00not a record")
+    code, lines, err = run(capsys, str(tmp_path), "http://a.test/x", "http://a.test/y")
+    assert code == 2 and all("is damaged" in line for line in lines)  # the 2nd URL too
     code, lines, err = run(capsys, str(tmp_path), "http://a.test/x")
     assert (code, err) == (0, "") and "nothing cached" in lines[0]  # dropped, as documented
     with HostStore(tmp_path) as store:

@@ -493,6 +493,16 @@ def test_a_redirect_to_a_host_the_client_refuses_is_a_bad_redirect(make, target)
     assert stat(mw, "irl_robots/bad_redirect") == 1
 
 
+def test_a_redirect_to_userinfo_through_a_proxy_is_followed(make):
+    # The proxy is connected to, not the host Twisted would refuse: the rules are real.
+    target = "http://user@b.test/robots.txt"
+    web = FakeWeb({"http://a.test/robots.txt": (301, b"", {"Location": target}),
+                   target: (200, b"User-agent: *\nDisallow: /x\n")})  # fmt: skip
+    mw = make(web)
+    assert outcome(mw, "http://a.test/x", proxy="http://127.0.0.1:3128") == "Forbidden by robots.txt"
+    assert web.urls == ["http://a.test/robots.txt", target]
+
+
 def test_a_utf8_location_is_read_as_scrapy_reads_it(make):
     web = FakeWeb({
         "http://a.test/robots.txt": (301, b"", {"Location": "/rüles.txt"}),

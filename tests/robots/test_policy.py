@@ -90,7 +90,7 @@ def test_not_modified_keeps_the_copy_in_hand():
     rules = P.on_response(200, b"A: /p\n", 1000.0, None)  # within max_bytes=10
     kept = P.on_response(304, b"", 1200.0, rules)
     assert (kept.kind, kept.body, kept.status) == (RobotsKind.RULES, b"A: /p\n", 200)
-    assert (kept.fetched_at, kept.checked_at, kept.expires_at) == (1000.0, 1200.0, 1300.0)
+    assert (kept.fetched_at, kept.checked_at, kept.expires_at) == (1200.0, 1200.0, 1300.0)
     allow = P.on_response(404, b"", 1000.0, None)
     assert P.on_response(304, b"", 1200.0, allow).kind == RobotsKind.ALLOW_ALL
     # nothing to keep, or only a failure's disallow all: as any other 3xx, allow all

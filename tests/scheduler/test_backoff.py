@@ -375,6 +375,22 @@ def test_retry_after_of_a_503_to_robots_txt_holds_pages_under_a_recent_copy(tmp_
     assert _gap_after(site.log, refused) >= 3.0, site.log
 
 
+def test_robots_txt_answered_between_a_pages_refusals_does_not_end_their_run(tmp_path: Path) -> None:
+    """Only a page's answer ends a run of refusals: a robots.txt re-fetched (and served)
+    while the pages are rate-limited reset the doubling, every gap stayed ~tau_h (a
+    review, 2026-11-28: gaps 0.92, 0.91, 0.91, 0.91 s instead of 0.91, 1.21, 1.82, 3.01)."""
+    site = _ScriptedSite({"/a": [(429, {})] * 4})
+    with serving(site):
+        stats = crawl([{"url": f"{site.base_url}/a"}], tmp_path, ROBOTSTXT_OBEY=True,
+                      IRL_ROBOTS_TTL=0.2, IRL_HOST_DELAY=0.3, IRL_HOST_DELAY_MIN=0.3,
+                      RETRY_ENABLED=True, RETRY_TIMES=5)  # fmt: skip
+    assert stats["finish_reason"] == "finished"
+    pages = [t for t, p in site.log if p == "/a"]
+    assert len(pages) == 5 and sum(p == "/robots.txt" for _, p in site.log) >= 2, site.log
+    gaps = [later - earlier for earlier, later in zip(pages, pages[1:])]
+    assert gaps[1] >= 0.6 and gaps[2] >= 1.2 and gaps[3] >= 2.4, gaps
+
+
 def test_a_host_that_keeps_answering_429_is_asked_exponentially_less_often(
     tmp_path: Path,
 ) -> None:
