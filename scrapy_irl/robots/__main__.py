@@ -27,6 +27,7 @@ from scrapy_irl.hosts.records import RobotsKind
 from scrapy_irl.hosts.store import HostStore, headless_data
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
 from scrapy_irl.robots.origin import origin_of
+from scrapy_irl.settings import IRL_CRAWL_DELAY_MAX
 
 KIND_NAMES = {RobotsKind.RULES: "rules", RobotsKind.ALLOW_ALL: "allow all",
               RobotsKind.DISALLOW_ALL: "disallow all"}  # fmt: skip
@@ -69,6 +70,17 @@ class _ProtegoRules:
         return None if value is None else float(value)
 
 
+def _seconds(text: str) -> float:
+    """A non-negative, finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"need 0 <= seconds < inf, got {text!r}")
+    return value
+
+
 def _text(value: str | bytes) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
@@ -89,7 +101,8 @@ class _DamageCount:
 
 
 def describe(
-    cache: RobotsCache, url: str, user_agent: str, now: float, damage: _DamageCount | None = None
+    cache: RobotsCache, url: str, user_agent: str, now: float, damage: _DamageCount | None = None,
+    crawl_delay_max: float | None = None,
 ) -> dict[str, Any]:
     """What the cache says about ``url`` for ``user_agent`` (JSON-ready); with ``damage``
     (the cache's event counter), a record that failed to decode is marked ``damaged``."""
@@ -109,9 +122,14 @@ def describe(
         if damaged:
             damage.origins.add(origin)  # type: ignore[union-attr]
         return {"url": url, "origin": origin, "cached": False, **({"damaged": True} if damaged else {})}
-    return {"url": url, "origin": origin, "cached": True, **_record(cached, now),
-            "allowed": cached.allowed(safe, user_agent),
-            "crawl_delay": cached.crawl_delay(user_agent)}  # fmt: skip
+    delay = cached.crawl_delay(user_agent)
+    info = {"url": url, "origin": origin, "cached": True, **_record(cached, now),
+            "allowed": cached.allowed(safe, user_agent), "crawl_delay": delay}  # fmt: skip
+    if crawl_delay_max is not None and delay is not None and delay > crawl_delay_max:
+        # The crawl refuses the origin's URLs (IRL_CRAWL_DELAY_OVER_MAX "skip"): "allowed"
+        # alone told a user the opposite of what the crawl does.
+        info["crawl_delay_over_max"] = True
+    return info
 
 
 def _idna_url(url: str) -> str:
@@ -150,8 +168,12 @@ def _line(info: dict[str, Any]) -> str:
     verdict = "allowed" if info["allowed"] else "DISALLOWED"
     state = "fresh" if info["fresh"] else "expired (the crawl would fetch it again)"
     delay = f", Crawl-delay {info['crawl_delay']:g} s" if info["crawl_delay"] else ""
-    return (f"{info['url']}: {verdict} by {info['origin']}/robots.txt ({info['kind']}, "
+    line = (f"{info['url']}: {verdict} by {info['origin']}/robots.txt ({info['kind']}, "
             f"HTTP {info['status']}, {state}{delay})")  # fmt: skip
+    if info.get("crawl_delay_over_max") and info["allowed"]:
+        line += ("; but its Crawl-delay is above --crawl-delay-max (IRL_CRAWL_DELAY_MAX): "
+                 "with IRL_CRAWL_DELAY_OVER_MAX 'skip', the default, the crawl refuses it")
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,6 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--user-agent", default="*", help="user agent to check for (default *)")
     parser.add_argument("--list", action="store_true", help="list every cached origin instead")
     parser.add_argument("--json", action="store_true", help="one JSON object a line")
+    parser.add_argument(
+        "--crawl-delay-max", type=_seconds, default=IRL_CRAWL_DELAY_MAX, metavar="SECONDS",
+        help="the crawl's IRL_CRAWL_DELAY_MAX: a longer Crawl-delay is flagged, as the crawl "
+             f"refuses such an origin's URLs by default (default {IRL_CRAWL_DELAY_MAX:g})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not args.urls and not args.list:
         parser.error("give URLs to check, or --list")
@@ -175,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _list(store, cache, now, as_json=args.json)
             else:
                 for url in args.urls:
-                    info = describe(cache, url, args.user_agent, now, damage)
+                    info = describe(cache, url, args.user_agent, now, damage, args.crawl_delay_max)
                     print(json.dumps(info) if args.json else _line(info))
     except HostStoreError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -164,3 +164,18 @@ def test_a_robots_txt_with_a_byte_order_mark_is_judged_as_the_crawl_judges_it(
     assert code == 0
     assert lines[0].startswith("http://a.test/private/x: DISALLOWED"), lines
     assert lines[1].startswith("http://a.test/x: allowed"), lines
+
+
+def test_a_crawl_delay_the_crawl_refuses_is_flagged(tmp_path: Path, capsys) -> None:
+    # "allowed" alone, for an origin whose Crawl-delay (a day) makes the crawl refuse
+    # every URL of it (IRL_CRAWL_DELAY_OVER_MAX "skip"): a probe read it as fetchable.
+    now = time.time()
+    with HostStore(tmp_path) as store:
+        store.put_robots("http://slow.test", RobotsRecord(
+            RobotsKind.RULES, 200, now, now, now + 3600, 0, b"User-agent: *\nCrawl-delay: 86400\n"))
+    code, lines, _ = run(capsys, str(tmp_path), "http://slow.test/x", "http://a.test/y")
+    assert code == 0 and "Crawl-delay 86400 s); but its Crawl-delay is above --crawl-delay-max" in lines[0]
+    code, lines, _ = run(capsys, str(tmp_path), "http://slow.test/x", "--crawl-delay-max", "100000", "--json")
+    assert "crawl_delay_over_max" not in json.loads(lines[0])
+    code, lines, _ = run(capsys, str(tmp_path), "http://slow.test/x", "--json")
+    assert json.loads(lines[0])["crawl_delay_over_max"] is True
