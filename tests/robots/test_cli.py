@@ -22,6 +22,13 @@ def make_store(path: Path) -> None:
                                                        now - 1, 2))  # fmt: skip
 
 
+def store_rules(path: Path, origin: str, body: bytes) -> None:
+    """One fresh RULES record of ``origin`` in the store at ``path``."""
+    now = time.time()
+    with HostStore(path) as store:
+        store.put_robots(origin, RobotsRecord(RobotsKind.RULES, 200, now, now, now + 3600, 0, body))
+
+
 def run(capsys, *argv: str) -> tuple[int, list[str], str]:
     code = main(list(argv))
     out = capsys.readouterr()
@@ -68,10 +75,7 @@ def test_a_missing_or_busy_store_is_a_clear_error(tmp_path: Path, capsys) -> Non
 def test_non_ascii_hosts_are_looked_up_as_the_crawl_stored_them(tmp_path: Path, capsys) -> None:
     # Scrapy's Request makes the host IDNA (https://xn--bcher-kva.de), so the crawl stores
     # that origin; the command looked up https://bücher.de and said nothing was cached.
-    now = time.time()
-    with HostStore(tmp_path) as store:
-        store.put_robots("https://xn--bcher-kva.de", RobotsRecord(
-            RobotsKind.RULES, 200, now, now, now + 3600, 0, b"User-agent: *\nDisallow: /%C3%A4\n"))
+    store_rules(tmp_path, "https://xn--bcher-kva.de", b"User-agent: *\nDisallow: /%C3%A4\n")
     code, lines, _ = run(capsys, str(tmp_path), "https://bücher.de/ä", "https://BÜCHER.de:443/b")
     assert code == 0
     assert lines[0].startswith("https://bücher.de/ä: DISALLOWED by https://xn--bcher-kva.de/robots.txt")
@@ -169,10 +173,7 @@ def test_a_robots_txt_with_a_byte_order_mark_is_judged_as_the_crawl_judges_it(
 def test_a_crawl_delay_the_crawl_refuses_is_flagged(tmp_path: Path, capsys) -> None:
     # "allowed" alone, for an origin whose Crawl-delay (a day) makes the crawl refuse
     # every URL of it (IRL_CRAWL_DELAY_OVER_MAX "skip"): a probe read it as fetchable.
-    now = time.time()
-    with HostStore(tmp_path) as store:
-        store.put_robots("http://slow.test", RobotsRecord(
-            RobotsKind.RULES, 200, now, now, now + 3600, 0, b"User-agent: *\nCrawl-delay: 86400\n"))
+    store_rules(tmp_path, "http://slow.test", b"User-agent: *\nCrawl-delay: 86400\n")
     code, lines, _ = run(capsys, str(tmp_path), "http://slow.test/x", "http://a.test/y")
     assert code == 0 and "Crawl-delay 86400 s); but its Crawl-delay is above --crawl-delay-max" in lines[0]
     code, lines, _ = run(capsys, str(tmp_path), "http://slow.test/x", "--crawl-delay-max", "100000", "--json")
