@@ -6,8 +6,9 @@ store), the components built before it never hear of it: the WARC directory stay
 locked and the host store open until the process exited, so a retry in the same process
 was refused ("in use by another crawl") and no other process could open the store (a
 probe, 2026-11-28). A component registers its release here. It runs once the crawl is
-seen to have failed before its engine existed: at the reactor's next turn, and at once
-when this process finds such a resource in use (:func:`release_failed_starts`).
+seen to have stopped before its spider opened (from then on Scrapy sends
+``spider_closed``): at the reactor's next turn, and at once when this process finds
+such a resource in use (:func:`release_failed_starts`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
+
+from scrapy import signals as scrapy_signals
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +48,15 @@ class _Holding:
     def __init__(self, crawler: Any, give_back: GiveBack) -> None:
         self.crawler = weakref.ref(crawler)
         self.give_back = give_back
+        #: The spider opened: Scrapy sends spider_closed from then on, the component's
+        #: own close gives the resource back.
+        self.opened = False
+        signals = getattr(crawler, "signals", None)
+        if signals is not None:  # held weakly by the dispatcher, as long as we are listed
+            signals.connect(self.spider_opened, signal=scrapy_signals.spider_opened)
+
+    def spider_opened(self, *args: Any, **kwargs: Any) -> None:
+        self.opened = True
 
 
 _holdings: list[_Holding] = []
@@ -52,7 +64,7 @@ _holdings: list[_Holding] = []
 
 def release_if_start_fails(crawler: Any, release: Callable[[], None]) -> GiveBack:
     """``release`` wrapped to run once: by :func:`release_failed_starts` if ``crawler``
-    fails before its engine is built, else when the component calls it at its close."""
+    stops before its spider opens, else when the component calls it at its close."""
     _holdings[:] = [h for h in _holdings if not h.give_back.done]
     give_back = GiveBack(release)
     try:
@@ -82,14 +94,14 @@ def _judge_at_next_turn() -> None:
 
 
 def release_failed_starts() -> int:
-    """Give back the resources of every crawl that failed before its engine existed, or
+    """Give back the resources of every crawl that stopped before its spider opened, or
     that was garbage-collected without closing; returns how many were given back."""
     released = 0
     for holding in list(_holdings):
         if holding.give_back.done:
             continue
         crawler = holding.crawler()
-        if crawler is not None and not failed_before_engine(crawler):
+        if crawler is not None and (holding.opened or not failed_to_start(crawler)):
             continue
         try:
             holding.give_back()
@@ -101,11 +113,12 @@ def release_failed_starts() -> int:
     return released
 
 
-def failed_before_engine(crawler: Any) -> bool:
-    """Whether ``crawler`` started to crawl and stopped with no engine built (Scrapy's
-    ``Crawler.crawl`` sets ``crawling`` back to False when starting fails). A crawler
-    that never started (built for a test, or not yet crawling) is not judged."""
+def failed_to_start(crawler: Any) -> bool:
+    """Whether ``crawler`` started to crawl and stopped (Scrapy's ``Crawler.crawl`` sets
+    ``crawling`` back to False when starting fails); the caller checks that its spider
+    never opened. Scrapy sends no ``spider_closed`` when building the engine fails, nor
+    when the engine's open fails before it has a slot (a scheduler refusing a setting:
+    "Engine slot not assigned"). A crawler that never started (built for a test, the
+    shell's, or not yet crawling) is not judged."""
     started = getattr(crawler, "_started", False) is True
-    crawling = getattr(crawler, "crawling", True)
-    engine = getattr(crawler, "_engine", crawler)  # absent (another Scrapy): not judged
-    return started and crawling is False and engine is None
+    return started and getattr(crawler, "crawling", True) is False

@@ -9,7 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from scrapy_irl.dirlock import DirectoryInUseError, DirectoryLock
-from scrapy_irl.startfail import failed_before_engine, release_failed_starts, release_if_start_fails
+from scrapy_irl.startfail import failed_to_start, release_failed_starts, release_if_start_fails
+
+
+@pytest.fixture(autouse=True)
+def _no_holdings_of_earlier_tests() -> None:
+    """Components of other tests of this worker, collected since, are given back first:
+    the counts below are this test's own."""
+    gc.collect()
+    release_failed_starts()
 
 
 class Crawler(SimpleNamespace):
@@ -23,13 +31,32 @@ def crawler(started: bool, crawling: bool, engine: object | None) -> Crawler:
 @pytest.mark.parametrize(
     ("state", "failed"),
     [((True, False, None), True),  # Crawler.crawl gave up before building the engine
+     ((True, False, object()), True),  # or in the engine's open, before its slot existed
      ((True, True, None), False),  # still starting
-     ((True, False, object()), False),  # ran (or its open failed): spider_closed comes
-     ((False, False, None), False)],  # never started: built for a test, say
+     ((False, False, None), False)],  # never started: built for a test, the shell's
 )
-def test_only_a_crawl_that_stopped_before_its_engine_counts_as_failed(state, failed) -> None:
-    assert failed_before_engine(crawler(*state)) is failed
-    assert failed_before_engine(SimpleNamespace()) is False  # another Scrapy: not judged
+def test_only_a_crawl_that_started_and_stopped_counts(state, failed) -> None:
+    assert failed_to_start(crawler(*state)) is failed
+    assert failed_to_start(SimpleNamespace()) is False  # another Scrapy: not judged
+
+
+def test_a_crawl_whose_spider_opened_is_left_to_its_own_close() -> None:
+    """The review's case: a scheduler refusing a setting fails inside the engine's open
+    ("Engine slot not assigned"): no spider_closed, yet the engine exists. Judged by
+    whether the spider opened instead; once it has, spider_closed always follows."""
+    from scrapy import signals
+    from scrapy.signalmanager import SignalManager
+
+    given: list[str] = []
+    opened, refused = crawler(True, True, object()), crawler(True, True, object())
+    opened.signals, refused.signals = SignalManager(opened), SignalManager(refused)
+    closing = release_if_start_fails(opened, lambda: given.append("opened"))
+    release_if_start_fails(refused, lambda: given.append("refused"))
+    opened.signals.send_catch_log(signals.spider_opened, spider=None)
+    opened.crawling = refused.crawling = False  # one finished (closing), one refused
+    assert release_failed_starts() == 1 and given == ["refused"]
+    closing()  # its spider_closed
+    assert given == ["refused", "opened"]
 
 
 def test_a_failed_start_gives_back_once_and_a_running_crawl_keeps_its_resource() -> None:

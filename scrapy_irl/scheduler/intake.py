@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from scrapy_irl.drum.store import DrumBatch
 
 logger = logging.getLogger(__name__)
+#: Source URLs whose redirect to another spelling was fetched undeduplicated (see
+#: ``_spelling_redirect``): at most this many remembered.
+SPELLING_REDIRECTS_KEPT = 10_000
 #: Where Scrapy's scheduler has its dupefilter log duplicates (see scrapy_irl.dupefilter).
 dupes_logger = logging.getLogger("scrapy.dupefilters")
 
@@ -123,10 +126,9 @@ class Intake:
         return True
 
     def _dedup_fingerprint(self, request: Request) -> bytes:
-        """The fingerprint URLseen keys ``request`` on: of its URL with the host spelled
-        plainly (:func:`plain_host_spelling`: no trailing dot, no default port), so that
-        ``a.test./p``, ``a.test:80/p`` and ``a.test/p`` are one URL. The request is
-        fetched as given."""
+        """The fingerprint URLseen keys ``request`` on: of its URL without its scheme's
+        default port (:func:`plain_host_spelling`), so that ``a.test:80/p`` and
+        ``a.test/p`` are one URL. The request is fetched as given."""
         plain = plain_host_spelling(request.url)
         if plain is None:
             return self._fingerprint(request)
@@ -135,25 +137,33 @@ class Intake:
 
     def _spelling_redirect(self, request: Request) -> bool:
         """``request`` is a redirect to another spelling of the URL it came from (a server
-        moving ``a.test.`` to ``a.test``): one URL to deduplication, so it would be
+        moving ``a.test:80`` to ``a.test``): one URL to deduplication, so it would be
         dropped as its own duplicate and the page never fetched. It is fetched as given
-        instead, like a ``dont_filter`` request."""
+        instead, like a ``dont_filter`` request, once per source URL: a spider that copies
+        ``response.meta`` into its links carries ``redirect_urls`` along, and every later
+        link to the page looked like that redirect again (a review: one page fetched 58
+        times)."""
         sources = request.meta.get("redirect_urls")
         if not sources or not isinstance(sources, list) or str(sources[-1]) == request.url:
             return False
         source, target = str(sources[-1]), request.url
-        same = canonicalize_url(plain_host_spelling(source) or source) == canonicalize_url(
-            plain_host_spelling(target) or target)  # fmt: skip
-        if same:
-            self.counts["spelling_redirects_followed"] += 1
-        return same
+        folded = canonicalize_url(plain_host_spelling(source) or source)
+        if folded != canonicalize_url(plain_host_spelling(target) or target):
+            return False
+        if folded in self._spelling_redirected:
+            return False
+        if len(self._spelling_redirected) >= SPELLING_REDIRECTS_KEPT:
+            self._spelling_redirected.clear()  # bounded; a repeat then costs one fetch
+        self._spelling_redirected.add(folded)
+        self.counts["spelling_redirects_followed"] += 1
+        return True
 
     def _remember_without_session(self, request: Request) -> None:
         """A URL fetched as given with a session id: its links elsewhere are stripped, so
         its stripped form is recorded too (a later link to it is a duplicate)."""
         stripped = self.strip_session(request.url)
         if stripped is not None:
-            self.urlseen.update(self._key(self._fingerprint(request.replace(url=stripped))))
+            self.urlseen.update(self._key(self._dedup_fingerprint(request.replace(url=stripped))))
 
     def _redirected_to_add_session(self, request: Request, stripped: str) -> bool:
         """``request`` is a redirect whose target, stripped of session ids, is the URL it

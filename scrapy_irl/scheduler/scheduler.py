@@ -229,6 +229,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self.strip_session = SessionStripper(
             config.getlist(settings, "IRL_SESSION_PARAMS")
         )
+        #: Folded source URLs whose spelling redirect was fetched (Intake._spelling_redirect).
+        self._spelling_redirected: set[str] = set()
         # DUPEFILTER_CLASS = BaseDupeFilter (what ``scrapy shell`` sets, so that a page can
         # be fetched again): nothing is filtered, every request goes as if dont_filter.
         self.filtering = _class_path(settings.get("DUPEFILTER_CLASS")) != _NO_FILTER

@@ -63,12 +63,14 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def plain_host_spelling(url: str) -> str | None:
-    """``url`` with its host spelled plainly: no trailing dot, no default port (``:80``
-    for http, ``:443`` for https); None when it already is (the common case, decided by
-    a few substring tests). Deduplication keys on this spelling: ``a.test``, ``a.test.``,
-    ``a.test:80`` and ``A.TEST.:80`` are one server, and one link in the odd spelling
-    otherwise made a whole site's relative links new URLs (a probe, 2026-11-28: 15 pages
-    fetched twice). Userinfo and IPv6 literals are left alone."""
+    """``url`` without its scheme's default port (``:80`` for http, ``:443`` for https);
+    None when it has none (the common case, decided by two substring tests).
+    Deduplication keys on this form: RFC 3986 (6.2.3) makes ``a.test:80`` and ``a.test``
+    one authority, the heaps and robots.txt already took them for one server, and one
+    link in the long form otherwise made every relative link of the page it led to a new
+    URL (a probe, 2026-11-28). A trailing dot is not folded: ``a.test.`` is another
+    authority to the URL rules, many servers answer it differently, and an IP literal
+    with one cannot be fetched at all (folded, the real page was lost as its duplicate)."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return None
@@ -78,17 +80,16 @@ def plain_host_spelling(url: str) -> str | None:
         if found != -1 and found < end:
             end = found
     netloc = rest[:end]
-    if not (netloc.endswith((".", ":80", ":443")) or ".:" in netloc) or "@" in netloc or "[" in netloc:
+    if not netloc.endswith((":80", ":443")) or "@" in netloc or "[" in netloc:
         return None
     parts = urlsplit(url)
     try:
         port = parts.port
     except ValueError:  # not a port: the URL fails elsewhere
         return None
-    host = (parts.hostname or "").rstrip(".")
+    if port is None or port != _DEFAULT_PORTS.get(scheme.lower()):
+        return None
+    host = netloc.rpartition(":")[0]
     if not host:
         return None
-    plain = host if port is None or port == _DEFAULT_PORTS.get(scheme.lower()) else f"{host}:{port}"
-    if plain == netloc:
-        return None
-    return urlunsplit((parts.scheme, plain, parts.path, parts.query, parts.fragment))
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))

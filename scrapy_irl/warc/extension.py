@@ -126,6 +126,9 @@ class WarcExtension:
         self._logged: set[str] = set()
         self._closed = False
         self.writer = self._make_writer(settings)
+        # Given back at close, or by a failed start (then no close comes); registered
+        # first, so that nothing between here and the end can keep the lock held.
+        self._give_back_writer = release_if_start_fails(crawler, self.writer.release)
         found = self.writer.recovered
         recovered = [r for r in found if not r.removed and not r.set_aside]
         self.stats.set_value(f"{STAT_PREFIX}/recovered_files", len(recovered))
@@ -145,8 +148,6 @@ class WarcExtension:
             self.response_downloaded, signal=signals.response_downloaded
         )
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
-        # Unless the crawl's failed start gives it back first (then no close comes).
-        self._give_back_writer = release_if_start_fails(crawler, self.writer.release)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
