@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrapy_irl.exceptions import HostStoreError
+from scrapy_irl.exceptions import HostStoreError, HostStoreLockedError
 from scrapy_irl.hosts.records import RobotsKind
 from scrapy_irl.hosts.store import HostStore, headless_data
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
@@ -206,6 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(json.dumps(info) if args.json else _line(info))
     except HostStoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if isinstance(exc, HostStoreLockedError):  # its advice is for crawls, not readers
+            print(f"to read it while the crawl runs, copy the directory (cp -r {args.store} "
+                  "COPY) and give the copy", file=sys.stderr)  # fmt: skip
         return 2
     if damage.records:
         print(f"error: host store {args.store} is damaged: {damage.records} robots.txt "

@@ -433,16 +433,21 @@ class RobotsCacheMiddleware:
                 )  # e.g. an offsite filter: says nothing about the host
                 return None
             except Exception as exc:  # noqa: BLE001 - any fetch failure is "unreachable"
+                now = self.clock()
+                record = self.policy.on_failure(NO_RESPONSE, now, previous_record)
                 logger.warning(
-                    "robots.txt of %(origin)s unreachable: %(kind)s: %(exc)s",
+                    "robots.txt of %(origin)s unreachable: %(kind)s: %(exc)s (%(n)d in a "
+                    "row); asked again in %(wait).0f s, and until then %(meanwhile)s",
                     # the class too: some say nothing (ResponseDataLossError's text is empty)
-                    {"origin": origin, "kind": type(exc).__name__, "exc": exc},
+                    {"origin": origin, "kind": type(exc).__name__, "exc": exc,
+                     "n": record.failures, "wait": max(0.0, record.expires_at - now),
+                     "meanwhile": "its last good copy stays in force"
+                     if record.kind != RobotsKind.DISALLOW_ALL else
+                     "its URLs are not fetched (the IRL scheduler keeps them through "
+                     "IRL_ROBOTS_UNREACHABLE_RETRIES re-fetches)"},
                     extra={"spider": self.crawler.spider},
-                )
+                )  # fmt: skip
                 self.stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
-                record = self.policy.on_failure(
-                    NO_RESPONSE, self.clock(), previous_record
-                )
                 return self._stored_failure(origin, record)
             self.stats.inc_value("robotstxt/response_count")
             self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")

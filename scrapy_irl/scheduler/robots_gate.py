@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.http import Request
 from scrapy.utils.defer import deferred_from_coro
 
+from scrapy_irl.hosts.middleware import PROCESS_STARTED
 from scrapy_irl.hosts.records import RobotsKind
 from scrapy_irl.robots.middleware import (
     CHECKED_META,
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from scrapy_irl.robots.cache import CachedRobots
 
 logger = logging.getLogger(__name__)
+#: Hosts held by an earlier run's robots.txt failure that are named in the log.
+EARLIER_FAILURES_TOLD = 10
 
 
 class RobotsGate:
@@ -265,7 +268,28 @@ class RobotsGate:
         IRL_ROBOTS_UNREACHABLE_RETRIES failed re-fetches the URLs are dropped, so an
         origin that stays down cannot keep a crawl open for hours of back-off.
         """
-        self._wait_for_retry(host, [item], record.expires_at - self.robots.clock(), "robots")  # type: ignore[union-attr]
+        wait = record.expires_at - self.robots.clock()  # type: ignore[union-attr]
+        if record.checked_at < PROCESS_STARTED and host not in self._told_earlier_failures:
+            self._tell_earlier_failure(host, record, wait)
+        self._wait_for_retry(host, [item], wait, "robots")
+
+    def _tell_earlier_failure(self, host: str, record: Any, wait: float) -> None:
+        """A robots.txt failure an earlier run stored holds this run's URLs with no fetch
+        of its own to log: a new user's second crawl fetched nothing for its whole 40 s
+        and said nothing why (a probe, 2026-11-28). Said once per host, for the first few."""
+        if len(self._told_earlier_failures) >= EARLIER_FAILURES_TOLD:
+            return  # the set stays bounded: hosts past the first few are not named
+        self._told_earlier_failures.add(host)
+        told = len(self._told_earlier_failures)
+        logger.info(
+            "%(host)s: its robots.txt was unreachable when an earlier run last asked "
+            "(%(n)d failures in a row, kept in the host store): its URLs wait for the next "
+            "try in %(wait).0f s%(more)s",
+            {"host": host, "n": record.failures, "wait": max(0.0, wait),
+             "more": "" if told < EARLIER_FAILURES_TOLD else
+             " (further hosts held so are not logged)"},
+            extra={"spider": self.spider},
+        )  # fmt: skip
 
     def _default_ua(self) -> str:
         assert self.robots is not None

@@ -229,6 +229,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self.strip_session = SessionStripper(
             config.getlist(settings, "IRL_SESSION_PARAMS")
         )
+        #: Hosts held by an earlier run's robots.txt failure (RobotsGate._tell_earlier_failure).
+        self._told_earlier_failures: set[str] = set()
         #: Folded source URLs whose spelling redirect was fetched (Intake._spelling_redirect).
         self._spelling_redirected: set[str] = set()
         # DUPEFILTER_CLASS = BaseDupeFilter (what ``scrapy shell`` sets, so that a page can
@@ -581,9 +583,12 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 self._hop_regrant[1].cancel()
             self._grant_hops()  # closed: the hops still waiting go (the fetch is dropped)
             saved = self._requeue_ram()
-            if saved:
+            if saved and not self.temporary:
                 logger.info("Saved %(n)d requests held in RAM back to BEAST", {"n": saved},
                             extra={"spider": self.spider})  # fmt: skip
+            elif saved:  # a temporary frontier, removed at close: nothing is kept
+                logger.info("%(n)d requests were still queued at close (no JOBDIR: not kept)",
+                            {"n": saved}, extra={"spider": self.spider})  # fmt: skip
             self._publish_stats()
             self._log_top_plds()
         except FRONTIER_FAILURES:

@@ -70,6 +70,7 @@ def test_a_missing_or_busy_store_is_a_clear_error(tmp_path: Path, capsys) -> Non
     with HostStore(tmp_path):  # a crawl holding it
         code, _, err = run(capsys, str(tmp_path), "http://a.test/")
     assert code == 2 and "another crawl is using it" in err
+    assert "to read it while the crawl runs, copy the directory" in err
 
 
 def test_non_ascii_hosts_are_looked_up_as_the_crawl_stored_them(tmp_path: Path, capsys) -> None:

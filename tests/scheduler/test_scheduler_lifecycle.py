@@ -662,3 +662,26 @@ def test_an_invalid_host_request_saved_at_a_graceful_stop_skips_the_heaps_on_res
     assert not resumed._dns_wait and not list(resumed.polite.hosts)
     assert resumed.next_request().url == "http://user@h1.example/x"
     resumed.close("finished")
+
+
+@pytest.mark.parametrize("jobdir", [True, False])
+def test_requests_queued_at_close_are_called_saved_only_with_a_jobdir(tmp_path: Path, caplog, jobdir):
+    # Without a JOBDIR the frontier is a temporary directory removed at close: "Saved N
+    # requests held in RAM back to BEAST" told a user something was kept (a probe).
+    from unittest import mock
+
+    from scrapy_irl.scheduler.codec import record_url
+    from scrapy_irl.scheduler.items import Held, url_parts
+
+    sched = opened(**({"JOBDIR": str(tmp_path)} if jobdir else {}))
+    sched.crawler.engine = mock.MagicMock()
+    fill(sched, 3)
+    record, token = sched.beast.pop()
+    host = url_parts(record_url(record)).hostname
+    sched._add_host(host, "127.0.0.9", None)  # as its DNS answer would
+    sched._push_or_park(host, Held(record, token))
+    with caplog.at_level(logging.INFO):
+        sched.close("shutdown")
+    saved = "Saved 1 requests held in RAM back to BEAST" in caplog.text
+    dropped = "1 requests were still queued at close (no JOBDIR: not kept)" in caplog.text
+    assert (saved, dropped) == ((True, False) if jobdir else (False, True)), caplog.text
