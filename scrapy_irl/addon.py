@@ -101,15 +101,14 @@ def _check_handler_settings(settings: BaseSettings) -> None:
     first request: under another ``SCHEDULER`` (the IRL scheduler checks it at open) a bad
     value failed every request of the crawl. Refused here, before the crawl starts."""
     from scrapy_irl.hosts.download import keepalive_max_idle, other_http_handlers
-    from scrapy_irl.refusal import quiet_follow_on_errors
+    from scrapy_irl.refusal import log_refusal
 
     if set(other_http_handlers(settings)) >= {"http", "https"}:
         return  # the project's own handlers serve both: nothing reads the setting
     try:
         keepalive_max_idle(settings)
     except ValueError as exc:
-        logger.error("Refusing to start the crawl: %(error)s", {"error": exc})
-        quiet_follow_on_errors(None, exc)
+        log_refusal(logger, "%(error)s", {"error": exc}, spider=None, refused=exc)
         raise
 
 

@@ -30,14 +30,15 @@ class DirectoryUnusableError(IrlError):
 def _locked(fd: int) -> bool:
     """Take the lock on ``fd``; if it is held, once more after giving back what crawls of
     this process that failed to start still hold (their components heard no close)."""
-    for attempt in range(2):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if attempt or not release_failed_starts():
-                return False
-    return False
+    return _flocked(fd) or (release_failed_starts() > 0 and _flocked(fd))
+
+
+def _flocked(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 class DirectoryLock:

@@ -42,14 +42,21 @@ def refusing_start(component: str, crawler: Any) -> Iterator[None]:
 
 
 def _log(component: str, exc: IrlError, crawler: Any) -> None:
-    spider = getattr(crawler, "spider", None)
-    logger.error(
-        "Refusing to start the crawl: %(component)s: %(error)s (%(kind)s). Its files "
-        "are left as they are.",
+    log_refusal(
+        logger, "%(component)s: %(error)s (%(kind)s). Its files are left as they are.",
         {"component": component, "error": exc, "kind": type(exc).__name__},
-        extra={"spider": spider},
-    )
-    quiet_follow_on_errors(spider, exc)
+        spider=getattr(crawler, "spider", None), refused=exc,
+    )  # fmt: skip
+
+
+def log_refusal(
+    log: logging.Logger, reason: str, args: dict[str, Any], *, spider: Any, refused: BaseException
+) -> None:
+    """The one ERROR line "Refusing to start the crawl: ``reason``" (formatted with
+    ``args``) on ``log``; the errors Scrapy then logs because the crawl never opened are
+    logged at DEBUG (:func:`quiet_follow_on_errors`)."""
+    log.error("Refusing to start the crawl: " + reason, args, extra={"spider": spider})
+    quiet_follow_on_errors(spider, refused)
 
 
 #: Where Scrapy logs the errors that follow a failed start: the engine's close of parts

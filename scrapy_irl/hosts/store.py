@@ -115,6 +115,12 @@ class DiscardLog:
             )  # fmt: skip
 
 
+def _refuse_empty(path: str | os.PathLike[str]) -> None:
+    """``Path("")`` and ``realpath("")`` are the working directory: surely a mistake."""
+    if not os.fspath(path):
+        raise HostStoreError("host store path is empty; name the directory to use")
+
+
 class HostStore:
     """Typed access to the robots.txt and DNS records of one LevelDB directory."""
 
@@ -138,8 +144,7 @@ class HostStore:
         write_buffer_bytes: int = 4 * 1024 * 1024,
         sync: bool = False,
     ) -> None:
-        if not os.fspath(path):  # Path("") is the working directory: surely a mistake
-            raise HostStoreError("host store path is empty; name the directory to use")
+        _refuse_empty(path)
         self.path = Path(path).absolute()  # LevelDB locks by path string: one spelling
         self.sync = sync
         self.write_errors = 0  # puts that failed (full disk, I/O error); see _put
@@ -236,8 +241,7 @@ class HostStore:
     @classmethod
     def open_shared(cls, path: str | os.PathLike[str], **options: Any) -> HostStore:
         """The process-wide store for ``path``, opened on first use; pair with :meth:`release`."""
-        if not os.fspath(path):  # realpath("") is the working directory's store
-            raise HostStoreError("host store path is empty; name the directory to use")
+        _refuse_empty(path)
         key = os.path.realpath(path)
         with cls._shared_lock:
             store, refs = cls._shared.get(key, (None, 0))

@@ -490,10 +490,11 @@ class RobotsCacheMiddleware:
         before sending (``user@host``, an empty host): the origin counts as bad_redirect.
         ``route``: the page's ``meta["proxy"]``, if it had that key."""
         parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https"):
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
             raise ValueError(f"not an http(s) URL: {url[:200]!r}")
-        if (hop and not route.get("proxy") and parts.scheme.lower() in self._twisted_schemes
-                and refused_by_twisted(parts.scheme.lower(), parts.netloc)):  # fmt: skip
+        if (hop and not route.get("proxy") and scheme in self._twisted_schemes
+                and refused_by_twisted(scheme, parts.netloc)):  # fmt: skip
             # A redirect to userinfo, an empty host, a % in it: the client fails it before
             # sending, and that read as an unreachable server, the whole site shut out
             # after the retries (a probe, 2026-11-28).

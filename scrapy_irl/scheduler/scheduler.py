@@ -39,7 +39,7 @@ from scrapy_irl import config
 from scrapy_irl.addon import STOCK_ROBOTS
 from scrapy_irl.dirlock import DirectoryLock
 from scrapy_irl.exceptions import IrlError, StoreAccessError
-from scrapy_irl.refusal import quiet_follow_on_errors
+from scrapy_irl.refusal import log_refusal
 from scrapy_irl.tempdirs import (
     make_temporary_directory,
     remove_temporary_directory,
@@ -345,10 +345,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             config.require_reactor(crawler.settings, "scrapy_irl.scheduler.IrlScheduler")
             return cls(crawler)
         except (ValueError, RuntimeError) as exc:
-            spider = getattr(crawler, "spider", None)
-            logger.error("Refusing to start the crawl: %(error)s", {"error": exc},
-                         extra={"spider": spider})  # fmt: skip
-            quiet_follow_on_errors(spider, exc)
+            log_refusal(logger, "%(error)s", {"error": exc},
+                        spider=getattr(crawler, "spider", None), refused=exc)  # fmt: skip
             raise
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -380,14 +378,14 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
 
     def _log_refusal(self, exc: IrlError, spider: Spider) -> None:
         """The one ERROR line that says why the crawl does not start and what to do."""
-        logger.error(
-            "Refusing to start the crawl: %(error)s (%(kind)s). Frontier directory: "
-            "%(path)s. Its files are left as they are: repair or restore them to resume, "
-            "or use another JOBDIR to crawl from scratch.",
+        log_refusal(
+            logger,
+            "%(error)s (%(kind)s). Frontier directory: %(path)s. Its files are left as they "
+            "are: repair or restore them to resume, or use another JOBDIR to crawl from "
+            "scratch.",
             {"error": exc, "kind": type(exc).__name__, "path": self.path},
-            extra={"spider": spider},
+            spider=spider, refused=exc,
         )
-        quiet_follow_on_errors(spider, exc)
 
     def _open_stores(self, spider: Spider) -> None:
         from scrapy_irl.scheduler.pipeline import build_star_and_beast, build_urlseen

@@ -59,12 +59,12 @@ class SessionStripper:
         return urlunsplit((parts.scheme, parts.netloc, path, query, parts.fragment))
 
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
 def plain_host_spelling(url: str) -> str | None:
     """``url`` without its scheme's default port (``:80`` for http, ``:443`` for https);
-    None when it has none (the common case, decided by two substring tests).
+    None when it has none (the common case, decided by a few string operations).
     Deduplication keys on this form: RFC 3986 (6.2.3) makes ``a.test:80`` and ``a.test``
     one authority, the heaps and robots.txt already took them for one server, and one
     link in the long form otherwise made every relative link of the page it led to a new
@@ -72,24 +72,11 @@ def plain_host_spelling(url: str) -> str | None:
     authority to the URL rules, many servers answer it differently, and an IP literal
     with one cannot be fetched at all (folded, the real page was lost as its duplicate)."""
     scheme, sep, rest = url.partition("://")
-    if not sep:
+    default = _DEFAULT_PORTS.get(scheme.lower()) if sep else None
+    if default is None:
         return None
-    end = len(rest)
-    for stop in "/?#":
-        found = rest.find(stop)
-        if found != -1 and found < end:
-            end = found
-    netloc = rest[:end]
-    if not netloc.endswith((":80", ":443")) or "@" in netloc or "[" in netloc:
+    end = min((found for found in map(rest.find, "/?#") if found != -1), default=len(rest))
+    host, colon, port = rest[:end].rpartition(":")
+    if not colon or port != default or not host or "@" in host or "[" in host:
         return None
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:  # not a port: the URL fails elsewhere
-        return None
-    if port is None or port != _DEFAULT_PORTS.get(scheme.lower()):
-        return None
-    host = netloc.rpartition(":")[0]
-    if not host:
-        return None
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return f"{scheme}://{host}{rest[end:]}"
