@@ -18,10 +18,12 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 STOCK_ROBOTS = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
-#: Our downloader middlewares and their priorities: DNS before robots.txt (a dead name
-#: needs no robots.txt fetch), Crawl-delay right after robots.txt has been cached.
+#: Our downloader middlewares and their priorities: robots.txt where Scrapy's own is,
+#: Crawl-delay right after robots.txt has been cached, DNS last, right before the
+#: downloader: after the project's middlewares (a proxy one sets means no lookup here)
+#: and Scrapy's HTTP cache (a cached page needs no lookup), see scrapy_irl.hosts.dnsfail.
 DOWNLOADER_MIDDLEWARES = {
-    "scrapy_irl.hosts.middleware.HostDnsMiddleware": 90,
+    "scrapy_irl.hosts.middleware.HostDnsMiddleware": 950,
     "scrapy_irl.robots.middleware.RobotsCacheMiddleware": 100,
     "scrapy_irl.robots.crawl_delay.CrawlDelayMiddleware": 101,
 }

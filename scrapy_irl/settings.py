@@ -91,6 +91,9 @@ IRL_DNS_CONCURRENCY = 32
 IRL_DNS_TIMEOUT = 10.0
 # DNS records kept in RAM (LRU) in front of the host store.
 IRL_DNS_MEMORY_ENTRIES = 10_000
+# True: every http(s) request goes through a proxy, also one a downloader middleware sets
+# after the scheduler has seen the request: no name is looked up here, hosts are timed by name.
+IRL_ALWAYS_PROXIED = False
 
 # --- HTTP connections (scrapy_irl.hosts.download.PoliteHTTP11DownloadHandler) -------------
 # Seconds an idle keep-alive connection stays pooled for reuse; then it is closed.

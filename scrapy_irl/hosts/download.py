@@ -23,6 +23,7 @@ from scrapy.exceptions import DownloadFailedError
 from twisted.web.client import HTTPConnectionPool, RequestTransmissionFailed
 
 from scrapy_irl import config
+from scrapy_irl.hosts.dnsfail import raise_if_dns_failed
 from scrapy_irl.hosts.pinning import pinned_address
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
         pool.cachedConnectionTimeout = keepalive_max_idle(crawler.settings)
 
     async def download_request(self, request: Request) -> Response:
+        raise_if_dns_failed(request)  # a dead name: failed here, as Scrapy's handler would
         with retryable_transmission_failure():
             return await super().download_request(request)
 
@@ -208,6 +210,19 @@ def polite_schemes(settings: BaseSettings) -> frozenset[str]:
     cls = _handler_class(settings.getwithbase("DOWNLOAD_HANDLERS").get(FTP_SCHEME))
     timed = cls is not None and issubclass(cls, PoliteFTPDownloadHandler)
     return frozenset(HTTP_SCHEMES) | ({FTP_SCHEME} if timed else frozenset())
+
+
+def handler_fails_marked(settings: BaseSettings) -> frozenset[str]:
+    """Schemes served by the add-on's handlers (or subclasses), which fail a request
+    ``HostDnsMiddleware`` marked for a dead name (:mod:`scrapy_irl.hosts.dnsfail`)."""
+    from scrapy_irl.hosts.ftp import FTP_SCHEME, PoliteFTPDownloadHandler
+
+    ours = {scheme for scheme, _, cls in _http_handlers(settings)
+            if cls is not None and issubclass(cls, PoliteHTTP11DownloadHandler)}  # fmt: skip
+    ftp = _handler_class(settings.getwithbase("DOWNLOAD_HANDLERS").get(FTP_SCHEME))
+    if ftp is not None and issubclass(ftp, PoliteFTPDownloadHandler):
+        ours.add(FTP_SCHEME)
+    return frozenset(ours)
 
 
 def twisted_http_schemes(settings: BaseSettings) -> frozenset[str]:

@@ -22,6 +22,8 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from scrapy_irl.hosts.dnsfail import raise_if_dns_failed
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -50,6 +52,7 @@ class PoliteFTPDownloadHandler(FTPDownloadHandler):
         from twisted.internet import reactor
         from twisted.protocols import ftp as ftp_protocol
 
+        raise_if_dns_failed(request)  # a dead name: failed here, as Scrapy's handler would
         timeout = download_timeout(request, self.default_timeout)
         download = deferred_from_coro(super().download_request(request))
         expired = []

@@ -20,6 +20,11 @@ The IRL scheduler never hands out such a request: it holds a host's URLs meanwhi
 
 A request that goes through an HTTP proxy (:mod:`scrapy_irl.hosts.proxy`) is not
 resolved: the proxy resolves its name, which this machine may not know at all.
+
+The add-on places it last (950), after the project's middlewares (which may set a proxy)
+and Scrapy's HTTP cache (which may answer without any lookup); a dead name's request is
+failed by the add-on's download handler, as stock Scrapy's handler fails it
+(:mod:`scrapy_irl.hosts.dnsfail`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ from twisted.internet import task
 
 from scrapy_irl import config
 from scrapy_irl.hosts.dns import HostResolver
+from scrapy_irl.hosts.dnsfail import DnsError as _DnsError
+from scrapy_irl.hosts.dnsfail import clear_dns_failure, dns_failure, mark_dns_failed
+from scrapy_irl.hosts.download import handler_fails_marked
 from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.pinning import lookup_address, pin_address
@@ -44,11 +52,6 @@ from scrapy_irl.hosts.proxy import ProxyRoutes
 from scrapy_irl.hosts.store import HostStore
 from scrapy_irl.refusal import refusing_start
 from scrapy_irl.startfail import release_if_start_fails
-
-try:  # Scrapy >= 2.14 wraps DNS failures in its own exception
-    from scrapy.exceptions import CannotResolveHostError as _DnsError
-except ImportError:  # pragma: no cover - older Scrapy
-    from twisted.internet.error import DNSLookupError as _DnsError  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from typing import Self
@@ -158,6 +161,9 @@ class HostDnsMiddleware:
             raise
         self._closed = False
         self._told_unpinned = False
+        self._told_late_proxy = False
+        #: Schemes whose download handler is the add-on's, which fails a marked request.
+        self._handler_fails = handler_fails_marked(crawler.settings)
         self.proxies = ProxyRoutes.from_settings(crawler.settings)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         self._give_back_store = release_if_start_fails(crawler, self.store.release)
@@ -182,15 +188,20 @@ class HostDnsMiddleware:
         parts = urlparse_cached(request)
         if parts.scheme not in RESOLVED_SCHEMES or not parts.hostname:
             return None
+        marked = dns_failure(request)
+        if marked is not None:  # its robots.txt failed on this name: so does the request
+            self.crawler.stats.inc_value(f"{STAT_PREFIX}/unresolvable_requests")
+            return self._fail(request, parts.scheme, marked)
         if self.proxies.proxied(parts.scheme, parts.hostname, request.meta):
             # The proxy resolves the name; this machine's DNS may not know it at all.
             self.crawler.stats.inc_value(f"{STAT_PREFIX}/proxied_requests")
+            self._check_late_proxy(parts.hostname)
             return None
         record = await self._resolve(parts.hostname)
         if not record.ok:
             self.crawler.stats.inc_value(f"{STAT_PREFIX}/unresolvable_requests")
-            raise _DnsError(
-                f"{parts.hostname}: DNS lookup failed ({record.error}, cached)"
+            return self._fail(
+                request, parts.scheme, f"{parts.hostname}: DNS lookup failed ({record.error}, cached)"
             )
         # An IP literal is not looked up by the downloader either (in any spelling).
         if record.ips != (canonical_host(parts.hostname),) and not pin_address(
@@ -198,6 +209,34 @@ class HostDnsMiddleware:
         ):
             self._unpinned()
         return None
+
+    def _fail(self, request: Request, scheme: str, message: str) -> None:
+        """Fail ``request`` with Scrapy's DNS error: in the download handler when it is
+        the add-on's (see :mod:`scrapy_irl.hosts.dnsfail`), else here."""
+        if scheme not in self._handler_fails:
+            clear_dns_failure(request)
+            raise _DnsError(message)
+        mark_dns_failed(request, message)
+
+    def _check_late_proxy(self, host: str) -> None:
+        """A request that reaches us proxied, for a name this machine's DNS gave up on:
+        its proxy came from a downloader middleware, after the IRL scheduler had looked
+        the name up, failed, and handed its requests out outside the heaps. Said once."""
+        if self._told_late_proxy or self.proxies.always:
+            return
+        record = self.resolver.cached(host)
+        if record is None or record.ok:
+            return
+        self._told_late_proxy = True
+        logger.warning(
+            "Requests to %(host)s go through a proxy a downloader middleware set, but the "
+            "name was looked up on this machine first and failed (the IRL scheduler does, "
+            "to time its server; it then hands the host's requests out at once, without "
+            "waiting for the host's or the server's turn). Set "
+            "IRL_ALWAYS_PROXIED = True when a middleware sends every request through a "
+            "proxy: no name is then looked up here, and each host is timed by its name.",
+            {"host": host}, extra={"spider": self.crawler.spider},
+        )  # fmt: skip
 
     def _unpinned(self) -> None:
         """Count a request whose address could not be pinned; say why once per crawl."""

@@ -8,6 +8,9 @@ download handler): ``meta["proxy"]`` decides when the key is present (``None``: 
 otherwise the ``*_proxy`` environment variables apply, unless ``no_proxy`` lists the host
 or the middleware is switched off (``HTTPPROXY_ENABLED``, or its entry set to ``None``).
 ``ftp:`` requests never go through one: Scrapy's FTP handler connects directly.
+A proxy a downloader middleware sets comes too late for the IRL scheduler, which times a
+host when its first URL arrives: ``IRL_ALWAYS_PROXIED = True`` says every http(s) request
+goes through one (unless its ``meta["proxy"]`` is ``None``).
 """
 
 from __future__ import annotations
@@ -35,21 +38,30 @@ DIRECT_SCHEMES = frozenset({"ftp"})
 class ProxyRoutes:
     """``proxied(scheme, host, meta)``: does a request go through a proxy?"""
 
-    def __init__(self, env_schemes: frozenset[str], *, middleware_on: bool) -> None:
+    def __init__(
+        self, env_schemes: frozenset[str], *, middleware_on: bool, always: bool = False
+    ) -> None:
         # Schemes with a proxy in the environment, as HttpProxyMiddleware read them.
         self.env_schemes = env_schemes if middleware_on else frozenset()
+        #: IRL_ALWAYS_PROXIED: every http(s) request without ``"proxy": None`` is proxied.
+        self.always = always
         # proxy_bypass re-reads the environment at every call (~60 us): once per host.
         self._bypassed = lru_cache(maxsize=4096)(lambda host: bool(proxy_bypass(host)))
 
     @classmethod
     def from_settings(cls, settings: Any) -> ProxyRoutes:
-        return cls(frozenset(getproxies()), middleware_on=_middleware_on(settings))
+        from scrapy_irl import config
+
+        return cls(frozenset(getproxies()), middleware_on=_middleware_on(settings),
+                   always=config.getbool(settings, "IRL_ALWAYS_PROXIED"))  # fmt: skip
 
     def proxied(self, scheme: str, host: str | None, meta: Mapping[str, Any]) -> bool:
         if scheme in DIRECT_SCHEMES:
             return False
         if "proxy" in meta:
             return bool(meta["proxy"])
+        if self.always and scheme in ("http", "https"):
+            return True
         if scheme not in self.env_schemes:
             return False
         # As the middleware: no_proxy is honoured for http(s) only.

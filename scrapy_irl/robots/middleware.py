@@ -32,6 +32,7 @@ from twisted.internet.defer import Deferred
 from w3lib.url import safe_url_string
 
 from scrapy_irl import config
+from scrapy_irl.hosts.dnsfail import DNS_ERRORS, mark_dns_failed
 from scrapy_irl.hosts.download import twisted_http_schemes
 from scrapy_irl.hosts.names import refused_by_twisted
 from scrapy_irl.hosts.paths import open_host_store
@@ -82,6 +83,18 @@ INVALID_HOST_META = "irl_invalid_host"
 #: hands out only for its errback: ``"forbidden"`` or ``"unreachable"``. The middleware
 #: fails it with the IgnoreRequest it would raise itself, whatever the cache holds by then.
 REFUSED_META = "irl_robots_refused"
+
+
+class NameDoesNotResolve(Exception):
+    """robots.txt of an origin whose name does not resolve: its pages fail the same way.
+
+    Stock Scrapy reads a failed robots.txt fetch as "allow all", and the page then fails
+    with the DNS error in the download handler; RFC 9309's "unreachable, complete
+    disallow" would drop it with ``IgnoreRequest`` instead, and a spider's errback, or
+    ``RetryMiddleware``, would no longer see the DNS error. Nothing is fetched either way:
+    the page is marked to fail with that error (:mod:`scrapy_irl.hosts.dnsfail`), so a
+    lookup that succeeds in between cannot send it unchecked. Nothing is stored: the
+    next request's robots.txt fetch fails from the cached DNS record, with no lookup."""
 UNREACHABLE = "unreachable"
 #: REFUSED_META of a request whose origin asks for a Crawl-delay above IRL_CRAWL_DELAY_MAX
 #: (with IRL_CRAWL_DELAY_OVER_MAX = "skip").
@@ -248,7 +261,12 @@ class RobotsCacheMiddleware:
             if refused == CRAWL_DELAY_TOO_LONG:
                 self.refuse_crawl_delay(request, self.crawl_delay(request))
             self._forbid(request)
-        cached = await self.robot_parser(request, checked=request.meta.get(CHECKED_META))
+        try:
+            cached = await self.robot_parser(request, checked=request.meta.get(CHECKED_META))
+        except NameDoesNotResolve as exc:
+            self._inc("dns_failed_requests")
+            mark_dns_failed(request, str(exc))
+            return
         if cached is None:
             return
         if (
@@ -433,6 +451,14 @@ class RobotsCacheMiddleware:
                 )  # e.g. an offsite filter: says nothing about the host
                 return None
             except Exception as exc:  # noqa: BLE001 - any fetch failure is "unreachable"
+                if not hop and isinstance(exc, DNS_ERRORS):
+                    self._inc("dns_failed")
+                    logger.info(
+                        "robots.txt of %(origin)s not fetched: %(exc)s. Its requests fail "
+                        "with the same DNS error, nothing fetched.",
+                        {"origin": origin, "exc": exc}, extra={"spider": self.crawler.spider},
+                    )  # fmt: skip
+                    raise NameDoesNotResolve(str(exc)) from exc
                 now = self.clock()
                 record = self.policy.on_failure(NO_RESPONSE, now, previous_record)
                 logger.warning(

@@ -1,0 +1,59 @@
+"""Requests to a dead name fail in the download handler, as in stock Scrapy, but at once.
+
+Stock Scrapy fails such a request in its download handler: the request has passed every
+downloader middleware's ``process_request``, the downloader's ``request_reached_downloader``
+and ``request_left_downloader`` signals fire, ``downloader/request_count`` counts it, and the
+failure goes back through each middleware's ``process_exception``. ``HostDnsMiddleware``
+used to raise the DNS error from its own ``process_request`` at priority 90, before the
+project's middlewares: a proxy they set (``meta["proxy"]``) was never seen, Scrapy's HTTP
+cache never answered (a replay when the name no longer resolves), and the downloader's
+signals and stats missed the request (a probe running Scrapy's own suite with the add-on,
+2026-11-28: ``test_request_left.py::test_noconnect``).
+
+Now the middleware runs last (after ``HttpCacheMiddleware``) and marks a request whose
+name it knows is dead; the add-on's HTTP and FTP handlers fail a marked request with
+Scrapy's DNS error before connecting, with no lookup of their own. The mark is kept here,
+keyed weakly by the request object, not in ``meta``: a retry or a copy of the meta must
+not carry a verdict on another request.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+try:  # Scrapy >= 2.14 wraps DNS failures in its own exception
+    from scrapy.exceptions import CannotResolveHostError as DnsError
+except ImportError:  # pragma: no cover - older Scrapy
+    from twisted.internet.error import DNSLookupError as DnsError  # type: ignore[assignment]
+
+from twisted.internet.error import DNSLookupError
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+#: The exceptions a failed lookup reaches a caller as (Scrapy's, and Twisted's below it).
+DNS_ERRORS: tuple[type[BaseException], ...] = (DnsError, DNSLookupError)
+
+_failed: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
+
+
+def mark_dns_failed(request: Request, message: str) -> None:
+    """The handler is to fail ``request`` with ``message`` instead of connecting."""
+    _failed[request] = message
+
+
+def dns_failure(request: Request) -> str | None:
+    """The message ``request`` is marked to fail with, or None."""
+    return _failed.get(request)
+
+
+def clear_dns_failure(request: Request) -> None:
+    _failed.pop(request, None)
+
+
+def raise_if_dns_failed(request: Request) -> None:
+    """In a download handler: fail a marked request with Scrapy's DNS error."""
+    message = _failed.pop(request, None)
+    if message is not None:
+        raise DnsError(message)
