@@ -35,16 +35,24 @@ if TYPE_CHECKING:
 #: The exceptions a failed lookup reaches a caller as (Scrapy's, and Twisted's below it).
 DNS_ERRORS: tuple[type[BaseException], ...] = (DnsError, DNSLookupError)
 
-_failed: weakref.WeakKeyDictionary[Request, str] = weakref.WeakKeyDictionary()
+#: Who marked a request: its own lookup (HostDnsMiddleware, which looks again on the
+#: request's next pass), or its robots.txt fetch (RobotsCacheMiddleware: binding, so a
+#: lookup that succeeds in between cannot send the page unchecked).
+BY_LOOKUP = "lookup"
+BY_ROBOTS = "robots"
+
+_failed: weakref.WeakKeyDictionary[Request, tuple[str, str]] = weakref.WeakKeyDictionary()
+#: Requests the IRL scheduler handed out because this machine's DNS gave up on their name.
+_handed_out_dead: weakref.WeakSet[Request] = weakref.WeakSet()
 
 
-def mark_dns_failed(request: Request, message: str) -> None:
+def mark_dns_failed(request: Request, message: str, by: str = BY_LOOKUP) -> None:
     """The handler is to fail ``request`` with ``message`` instead of connecting."""
-    _failed[request] = message
+    _failed[request] = (by, message)
 
 
-def dns_failure(request: Request) -> str | None:
-    """The message ``request`` is marked to fail with, or None."""
+def dns_failure(request: Request) -> tuple[str, str] | None:
+    """(who marked it, message) of a marked ``request``, or None."""
     return _failed.get(request)
 
 
@@ -54,6 +62,15 @@ def clear_dns_failure(request: Request) -> None:
 
 def raise_if_dns_failed(request: Request) -> None:
     """In a download handler: fail a marked request with Scrapy's DNS error."""
-    message = _failed.pop(request, None)
-    if message is not None:
-        raise DnsError(message)
+    marked = _failed.pop(request, None)
+    if marked is not None:
+        raise DnsError(marked[1])
+
+
+def note_handed_out_dead(request: Request) -> None:
+    """The IRL scheduler hands ``request`` out at once: its name did not resolve here."""
+    _handed_out_dead.add(request)
+
+
+def handed_out_dead(request: Request) -> bool:
+    return request in _handed_out_dead

@@ -43,7 +43,13 @@ from twisted.internet import task
 from scrapy_irl import config
 from scrapy_irl.hosts.dns import HostResolver
 from scrapy_irl.hosts.dnsfail import DnsError as _DnsError
-from scrapy_irl.hosts.dnsfail import clear_dns_failure, dns_failure, mark_dns_failed
+from scrapy_irl.hosts.dnsfail import (
+    BY_ROBOTS,
+    clear_dns_failure,
+    dns_failure,
+    handed_out_dead,
+    mark_dns_failed,
+)
 from scrapy_irl.hosts.download import handler_fails_marked
 from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.hosts.paths import open_host_store
@@ -189,13 +195,15 @@ class HostDnsMiddleware:
         if parts.scheme not in RESOLVED_SCHEMES or not parts.hostname:
             return None
         marked = dns_failure(request)
-        if marked is not None:  # its robots.txt failed on this name: so does the request
+        if marked is not None and marked[0] == BY_ROBOTS:
+            # its robots.txt failed on this name in this pass: so does the request
             self.crawler.stats.inc_value(f"{STAT_PREFIX}/unresolvable_requests")
-            return self._fail(request, parts.scheme, marked)
+            return self._fail(request, parts.scheme, marked[1])
+        clear_dns_failure(request)  # an earlier pass's own verdict: looked up again
         if self.proxies.proxied(parts.scheme, parts.hostname, request.meta):
             # The proxy resolves the name; this machine's DNS may not know it at all.
             self.crawler.stats.inc_value(f"{STAT_PREFIX}/proxied_requests")
-            self._check_late_proxy(parts.hostname)
+            self._check_late_proxy(request, parts.hostname)
             return None
         record = await self._resolve(parts.hostname)
         if not record.ok:
@@ -218,14 +226,11 @@ class HostDnsMiddleware:
             raise _DnsError(message)
         mark_dns_failed(request, message)
 
-    def _check_late_proxy(self, host: str) -> None:
-        """A request that reaches us proxied, for a name this machine's DNS gave up on:
-        its proxy came from a downloader middleware, after the IRL scheduler had looked
-        the name up, failed, and handed its requests out outside the heaps. Said once."""
-        if self._told_late_proxy or self.proxies.always:
-            return
-        record = self.resolver.cached(host)
-        if record is None or record.ok:
+    def _check_late_proxy(self, request: Request, host: str) -> None:
+        """A request that reaches us proxied, which the IRL scheduler handed out at once
+        because this machine's DNS gave up on its name: its proxy came from a downloader
+        middleware, too late for the scheduler. Said once."""
+        if self._told_late_proxy or self.proxies.always or not handed_out_dead(request):
             return
         self._told_late_proxy = True
         logger.warning(

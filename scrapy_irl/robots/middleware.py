@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import ParseResult, SplitResult, urljoin, urlsplit
@@ -32,8 +33,14 @@ from twisted.internet.defer import Deferred
 from w3lib.url import safe_url_string
 
 from scrapy_irl import config
-from scrapy_irl.hosts.dnsfail import DNS_ERRORS, mark_dns_failed
-from scrapy_irl.hosts.download import twisted_http_schemes
+from scrapy_irl.hosts.dnsfail import (
+    BY_ROBOTS,
+    DNS_ERRORS,
+    DnsError,
+    clear_dns_failure,
+    mark_dns_failed,
+)
+from scrapy_irl.hosts.download import handler_fails_marked, twisted_http_schemes
 from scrapy_irl.hosts.names import refused_by_twisted
 from scrapy_irl.hosts.paths import open_host_store
 from scrapy_irl.hosts.proxy import robots_meta
@@ -83,6 +90,8 @@ INVALID_HOST_META = "irl_invalid_host"
 #: hands out only for its errback: ``"forbidden"`` or ``"unreachable"``. The middleware
 #: fails it with the IgnoreRequest it would raise itself, whatever the cache holds by then.
 REFUSED_META = "irl_robots_refused"
+#: At most this many origins' robots.txt DNS failures are remembered (for IRL_DNS_NEGATIVE_TTL).
+DNS_FAILED_ORIGINS = 10_000
 
 
 class NameDoesNotResolve(Exception):
@@ -92,9 +101,13 @@ class NameDoesNotResolve(Exception):
     with the DNS error in the download handler; RFC 9309's "unreachable, complete
     disallow" would drop it with ``IgnoreRequest`` instead, and a spider's errback, or
     ``RetryMiddleware``, would no longer see the DNS error. Nothing is fetched either way:
-    the page is marked to fail with that error (:mod:`scrapy_irl.hosts.dnsfail`), so a
-    lookup that succeeds in between cannot send it unchecked. Nothing is stored: the
-    next request's robots.txt fetch fails from the cached DNS record, with no lookup."""
+    the page is marked to fail with that error in the add-on's download handler
+    (:mod:`scrapy_irl.hosts.dnsfail`), or fails here under another handler, so a lookup
+    that succeeds in between cannot send it unchecked. Nothing is stored in the host
+    store; the origin's failure is remembered in RAM for IRL_DNS_NEGATIVE_TTL, so its
+    other pages fail the same way without a robots.txt request each."""
+
+
 UNREACHABLE = "unreachable"
 #: REFUSED_META of a request whose origin asks for a Crawl-delay above IRL_CRAWL_DELAY_MAX
 #: (with IRL_CRAWL_DELAY_OVER_MAX = "skip").
@@ -150,6 +163,14 @@ class RobotsCacheMiddleware:
         #: Schemes fetched by Twisted's HTTP client, which refuses some host names before
         #: sending (a proxy, or another handler, may reach them).
         self._twisted_schemes = twisted_http_schemes(settings)
+        #: Schemes whose download handler fails a page marked for a dead name (the
+        #: add-on's); for the others the page fails here (see NameDoesNotResolve).
+        self._handler_fails = handler_fails_marked(settings)
+        #: Origins whose robots.txt failed on their name's DNS, until when (wall clock),
+        #: with the error: their pages fail the same way without another robots.txt
+        #: request each (bounded: the oldest go first).
+        self._dns_failed: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._dns_failed_ttl = config.getfloat(settings, "IRL_DNS_NEGATIVE_TTL", above=0)
         self._parserimpl: Any = load_object(settings.get("ROBOTSTXT_PARSER"))
         build_from_crawler(self._parserimpl, crawler, b"")  # fail early on missing deps
         #: Protego bodies are reduced to our user agent's group before parsing (see
@@ -261,11 +282,14 @@ class RobotsCacheMiddleware:
             if refused == CRAWL_DELAY_TOO_LONG:
                 self.refuse_crawl_delay(request, self.crawl_delay(request))
             self._forbid(request)
+        clear_dns_failure(request)  # a verdict of an earlier pass of this request
         try:
             cached = await self.robot_parser(request, checked=request.meta.get(CHECKED_META))
         except NameDoesNotResolve as exc:
             self._inc("dns_failed_requests")
-            mark_dns_failed(request, str(exc))
+            if urlparse_cached(request).scheme not in self._handler_fails:
+                raise DnsError(str(exc)) from exc  # no handler of ours to fail it
+            mark_dns_failed(request, str(exc), BY_ROBOTS)
             return
         if cached is None:
             return
@@ -397,6 +421,11 @@ class RobotsCacheMiddleware:
                     return cached
                 self._inc("checked_too_late")
             self._inc("cache/expired")
+        failed = self._dns_failed.get(origin)
+        if failed is not None:
+            if self.clock() < failed[0]:
+                raise NameDoesNotResolve(failed[1])
+            del self._dns_failed[origin]
         waiters = self._fetching.get(origin)
         if waiters is not None:
             waiter: Deferred[CachedRobots | None] = Deferred()
@@ -453,6 +482,9 @@ class RobotsCacheMiddleware:
             except Exception as exc:  # noqa: BLE001 - any fetch failure is "unreachable"
                 if not hop and isinstance(exc, DNS_ERRORS):
                     self._inc("dns_failed")
+                    self._dns_failed[origin] = (self.clock() + self._dns_failed_ttl, str(exc))
+                    while len(self._dns_failed) > DNS_FAILED_ORIGINS:
+                        self._dns_failed.popitem(last=False)
                     logger.info(
                         "robots.txt of %(origin)s not fetched: %(exc)s. Its requests fail "
                         "with the same DNS error, nothing fetched.",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.http import Request
 
+from scrapy_irl.hosts.dnsfail import note_handed_out_dead
 from scrapy_irl.hosts.proxy import robots_meta, server_key
 from scrapy_irl.scheduler.codec import record_blob
 from scrapy_irl.scheduler.items import (
@@ -121,6 +122,7 @@ class Routing:
             request = item if isinstance(item, Request) else self._decode_or_drop(item)
             if request is not None:
                 self.counts["dns_failed_handed_out"] += 1
+                note_handed_out_dead(request)  # a proxy set later is warned of
                 self._hand_out_now(item, request)
 
     def _dns_deadline(self, host: str, record: DnsRecord) -> float:

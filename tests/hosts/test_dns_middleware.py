@@ -255,3 +255,28 @@ def test_the_scheduler_and_the_middleware_share_one_resolver_per_crawler(tmp_pat
     finally:
         first.close()
         second.close()
+
+
+def test_a_request_is_marked_for_the_add_ons_handler_and_a_later_pass_looks_again(make):
+    """Under the add-on's handler a dead name's request is marked, not failed here (it
+    fails in the handler, as in stock Scrapy). The same request object coming back (a
+    middleware re-sending it) is looked up again: a stale mark must not fail it once the
+    name resolves (a review, 2026-11-28)."""
+    from scrapy_irl.hosts import dnsfail
+
+    lookups = ScriptedLookups(flaky_test=[None, "127.0.0.7"])
+    mw, clock = make(lookups, retries=0)
+    mw._handler_fails = frozenset({"http", "https"})
+    request = Request("http://flaky.test/page")
+    assert result_of(run(mw.process_request(request))) is None
+    assert dnsfail.dns_failure(request) == (dnsfail.BY_LOOKUP, "flaky.test: DNS lookup failed "
+                                            "(DNSLookupError, cached)")  # fmt: skip
+    clock.advance(3601)  # the negative record expires; the name resolves now
+    assert result_of(run(mw.process_request(request))) is None
+    assert dnsfail.dns_failure(request) is None
+    # A mark from the robots middleware in this pass binds: no lookup, no fetch.
+    other = Request("http://flaky.test/other")
+    dnsfail.mark_dns_failed(other, "flaky.test: robots.txt", dnsfail.BY_ROBOTS)
+    assert result_of(run(mw.process_request(other))) is None
+    with pytest.raises(_DnsError, match="robots.txt"):
+        dnsfail.raise_if_dns_failed(other)  # as the add-on's download handlers do

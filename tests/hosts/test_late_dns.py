@@ -148,3 +148,17 @@ def test_scrapys_http_cache_answers_before_any_lookup(scheduler, tmp_path):
     assert stats["robotstxt/forbidden"] == len(errors), stats
     assert stats["httpcache/hit"] >= pages + len(HOSTS), stats  # robots.txt too
     assert stats["response_received_count"] >= pages, stats
+
+
+def test_a_dead_origins_robots_txt_is_asked_once_not_for_each_page(tmp_path):
+    """Its failure is remembered for IRL_DNS_NEGATIVE_TTL: one robots.txt request for the
+    origin, then each page fails with the DNS error at once (a review counted one
+    robots.txt request per page, 2026-11-28)."""
+    urls = [f"http://dead.example/p{n}" for n in range(12)]
+    settings = _settings(tmp_path, "run", "stock", ROBOTSTXT_OBEY=True, CONCURRENT_REQUESTS=1)
+    stats, log = _crawl({"start": urls, "settings": settings})
+    assert sorted(json.loads(stats["test/errors"])) == sorted(
+        [url, "CannotResolveHostError"] for url in urls)  # fmt: skip
+    assert stats["robotstxt/request_count"] == 1, stats
+    assert stats["irl_robots/dns_failed"] == 1
+    assert log.count("robots.txt of http://dead.example not fetched") == 1
