@@ -60,9 +60,7 @@ MAGIC = b"BQE1"
 #: rather than delete the retry queues' files as strays (their URLs would be lost).
 #: 3 (2026-11-27): a queue's finished entries as one bitmap per frame (see
 #: :class:`FinishedMarks`); an older scrapy-irl would misread them.
-#: 4 (2026-11-28): backlog parking by due time (``parked_buckets``); an older scrapy-irl
-#: would delete their queues' files as strays.
-STATE_VERSION = 4
+STATE_VERSION = 3
 _ENTRY = struct.Struct("<II")
 #: Longest wait of a record parked for a retry (seconds; a day): a due time beyond it, or
 #: infinite, would make a bucket no clock reaches.
@@ -375,22 +373,6 @@ class _Queue:
         self.path.unlink(missing_ok=True)
 
 
-def _bucket(buckets: dict[tuple[float, int], _Queue], due: float, now: float,
-            new_queue: Callable[[], _Queue]) -> _Queue:
-    """The queue of ``due``'s bucket in ``buckets`` (created if new): at most an eighth of
-    the wait wide (a power of two of seconds, at least 1 s), so records come back at most
-    that far from their due time, each bucket is one file, and waits spread over hours
-    keep a few dozen of them (eight to sixteen per doubling of the wait). A wait is
-    capped at MAX_RETRY_WAIT. Key (width, index): the bucket ends at width x index."""
-    due = min(due, now + MAX_RETRY_WAIT) if math.isfinite(now) else due
-    width = 2.0 ** max(0, math.floor(math.log2(max(1.0, (due - now) / 8))))
-    key = (width, math.ceil(due / width))
-    queue = buckets.get(key)
-    if queue is None:
-        queue = buckets[key] = new_queue()
-    return queue
-
-
 class Beast:
     """The ring of queues Q_1..Q_j plus Q_F, persisted in ``directory``."""
 
@@ -424,13 +406,6 @@ class Beast:
         #: -> queue, due at width x index (the caller's clock). The due times are not
         #: saved: a restart reads the queues at once.
         self._retry_buckets: dict[tuple[float, int], _Queue] = {}
-        #: Records parked for a backlog with a due time (:meth:`park` with ``due``), in
-        #: buckets like the retry ones, handed back at the bucket's start (up to its
-        #: width early); a restart reads them at once too.
-        self._park_buckets: dict[tuple[float, int], _Queue] = {}
-        #: Width of each handed-back parking bucket still being read, by queue id: how
-        #: early its records may be (see :meth:`park_slack`).
-        self._park_slack: dict[int, float] = {}
         #: Per producer, the last result epoch whose records this STATE holds (STAR's
         #: pld_indegree): saved with the queues, so a producer whose acknowledgement a
         #: kill prevented can tell, when it delivers that epoch again, that its records
@@ -540,7 +515,6 @@ class Beast:
         retrying = state.get("retrying", [])
         # (a single id: the one retry queue of a development build of 2026-11-27)
         self._returning += [load(q) for q in ([retrying] if isinstance(retrying, int) else retrying)]
-        self._returning += [load(q) for q in state.get("parked_buckets", [])]  # version 4
         self._draining = [load(q, retired=True) for q in state["draining"]]
         # Retired queues still owing records (held in RAM when the last run stopped).
         self._resumed = [q for q in self._draining if q.size > 0]
@@ -605,7 +579,6 @@ class Beast:
             "front": self.front.qid,
             "parked": self.parked.qid,
             "retrying": [q.qid for q in self._retry_buckets.values()],
-            "parked_buckets": [q.qid for q in self._park_buckets.values()],
             "returning": [q.qid for q in self._returning],
             "draining": [q.qid for q in self._draining],
             "rescans": self.rescans,
@@ -646,50 +619,15 @@ class Beast:
             self.placed_in_qf += 1
         self._append(target, entry)
 
-    def park(self, record: bytes, due: float | None = None, now: float = math.inf) -> None:
-        """Hold a record back (its host or IP is backlogged): until the next
-        :meth:`unpark`, or with ``due`` (the caller's clock, now ``now``) until
-        :meth:`release_parked` reaches its bucket.
+    def park(self, record: bytes) -> None:
+        """Hold a record back until the next :meth:`unpark` (its host or IP is backlogged).
 
         Parked records are not read by :meth:`pop`, so a record that cannot be served
-        soon neither occupies RAM nor comes straight back. On re-reading they are placed
-        like new URLs of their PLD (k = 0). With a due time a record is read back about
-        once, when its host can take it, instead of at every unpark: re-reading every
-        parked record every interval cost work that grew with the frontier (a probe's
-        28-minute crawl re-parked 63 000 URLs a minute while fetching 7 000 to 10 000).
+        soon neither occupies RAM nor comes straight back; the caller unparks every so
+        many seconds. On re-reading they are placed like new URLs of their PLD (k = 0).
         """
         self.parked_total += 1
-        if due is None:
-            self._append(self.parked, _ENTRY.pack(1, 0) + record)
-            return
-        self._append(_bucket(self._park_buckets, due, now, self._new_queue),
-                     _ENTRY.pack(1, 0) + record)  # fmt: skip
-
-    @property
-    def parked_due(self) -> float:
-        """When the earliest parking bucket is handed back: at its start, so its records
-        come back at most its width early, never late (the caller's clock; inf: none)."""
-        return min((width * (index - 1) for width, index in self._park_buckets),
-                   default=math.inf)  # fmt: skip
-
-    def release_parked(self, now: float = math.inf, *, at_least: int = 0) -> int:
-        """Make the records of every parking bucket starting by ``now`` readable again,
-        and of the next buckets in due order until ``at_least`` records are released."""
-        count = 0
-        while self._park_buckets and (self.parked_due <= now or count < at_least):
-            key = min(self._park_buckets, key=lambda k: k[0] * (k[1] - 1))
-            queue = self._park_buckets.pop(key)
-            self._park_slack[queue.qid] = key[0]
-            count += queue.size
-            self._returning.append(queue)
-        return count
-
-    def park_slack(self, qid: int) -> float:
-        """How early a record read from queue ``qid`` may have come back (seconds): its
-        parking bucket's width, 0 for any other queue. The caller lets such a record
-        into RAM up to that much past its backlog bound, or it would be parked again at
-        once, behind everything booked since."""
-        return self._park_slack.get(qid, 0.0)
+        self._append(self.parked, _ENTRY.pack(1, 0) + record)
 
     def unpark(self) -> int:
         """Make everything parked so far for a backlog readable again (before the ring);
@@ -710,9 +648,14 @@ class Beast:
         bucket is one file, and a crawl with failures spread over hours keeps a few dozen
         of them (eight to sixteen per doubling of the wait). A wait is capped at
         MAX_RETRY_WAIT."""
+        due = min(due, now + MAX_RETRY_WAIT) if math.isfinite(now) else due
+        width = 2.0 ** max(0, math.floor(math.log2(max(1.0, (due - now) / 8))))
+        key = (width, math.ceil(due / width))
+        queue = self._retry_buckets.get(key)
+        if queue is None:
+            queue = self._retry_buckets[key] = self._new_queue()
         self.retry_parked_total += 1
-        self._append(_bucket(self._retry_buckets, due, now, self._new_queue),
-                     _ENTRY.pack(1, 0) + record)  # fmt: skip
+        self._append(queue, _ENTRY.pack(1, 0) + record)
 
     @property
     def retry_due(self) -> float:
@@ -775,9 +718,7 @@ class Beast:
             got = self._returning[0].pop()
             if got is not None:
                 return got[0][_ENTRY.size :], got[1]
-            finished = self._returning.pop(0)
-            self._park_slack.pop(finished.qid, None)
-            self._draining.append(finished)
+            self._draining.append(self._returning.pop(0))
         if sum(q.size for q in self.ring) + self.qf.size <= 0:
             return None  # nothing queued: do not spin the ring (it would churn files)
         for _ in range(4 * self.max_queues + 4):  # bounded: a few full cycles at most
@@ -881,12 +822,7 @@ class Beast:
 
     # -- sizes -----------------------------------------------------------------------------
     def __len__(self) -> int:
-        return self.readable + self.parked_size + self.retrying
-
-    @property
-    def parked_size(self) -> int:
-        """Records parked for a backlog (until the next unpark, or in due-time buckets)."""
-        return self.parked.size + sum(q.size for q in self._park_buckets.values())
+        return self.readable + self.parked.size + self.retrying
 
     @property
     def retrying(self) -> int:
@@ -902,8 +838,7 @@ class Beast:
     def stats(self) -> dict[str, int]:
         out = {"j": self.j, "current": self.current + 1, "qf": self.qf.size, "queued": len(self),
                "rescans": self.rescans, "placed_in_qf": self.placed_in_qf,
-               "parked": self.parked_size, "parked_total": self.parked_total,
-               "parked_buckets": len(self._park_buckets),
+               "parked": self.parked.size, "parked_total": self.parked_total,
                "retrying": self.retrying, "retry_parked_total": self.retry_parked_total,
                "retry_buckets": len(self._retry_buckets),
                "front": self.front.size, "front_pushed": self.front_pushed}  # fmt: skip

@@ -34,12 +34,6 @@ logger = logging.getLogger(__name__)
 #: Least wait of a record parked for a retry (seconds): a retry already due, or a clock
 #: step, cannot make records come back and be parked again at every tick.
 MIN_RETRY_WAIT = 0.5
-#: Least wait of a URL parked for a backlog (seconds).
-MIN_PARK_WAIT = 1.0
-#: Keys of IPs in the park horizons (a host name has no space).
-PARK_IP_PREFIX = " ip:"
-#: Entries the park horizons may hold beyond twice the host table before past ones go.
-PARK_HORIZON_SLACK = 1024
 
 
 class Routing:
@@ -319,33 +313,9 @@ class Routing:
         if record.not_before > float("-inf"):
             # a host backing off (429, 503, no answer) gets to none of its queue before the wait ends
             backlog += max(0.0, record.not_before - self.clock())
-        # a URL back from a parking bucket may be early by up to the bucket's width
-        if backlog < self.backlog_seconds + self.beast.park_slack(item.token[0]):
+        if backlog < self.backlog_seconds:
             return False
-        now = self.clock()
-        self.beast.park(item.record, self._park_due(record, now, backlog), now)
+        self.beast.park(item.record)
         self._release(item)
         self.counts["parked_backlog"] += 1
         return True
-
-    def _park_due(self, host: Host, now: float, backlog: float) -> float:
-        """When a URL parked for ``host`` (``backlog`` seconds of work in RAM) can be
-        served: once one more of the URLs queued for its host (tau_h) or its IP (tau_s)
-        has left RAM, counting the URLs parked before it, each booked one tau_h after
-        the last on its host and one tau_s after the last on its IP (``_park_horizon``).
-        It is read back then, not at every unpark: re-reading the whole parked set every
-        interval cost work that grew with the frontier. A host slower than booked (a
-        back-off, an IP shared by more hosts) has its URL parked again when it returns."""
-        address = self.polite.ips[host.ip]
-        ip_backlog = address.queued * address.delay
-        horizon = self._park_horizon
-        ip_key = PARK_IP_PREFIX + host.ip
-        due = max(now + MIN_PARK_WAIT, now + backlog - self.backlog_seconds + host.delay,
-                  now + ip_backlog - self.backlog_seconds + address.delay,
-                  horizon.get(host.name, now), horizon.get(ip_key, now))  # fmt: skip
-        if len(horizon) >= 2 * len(self.polite.hosts) + PARK_HORIZON_SLACK:
-            # past horizons book nothing: dropped, one scan per table's worth of entries
-            self._park_horizon = horizon = {k: t for k, t in horizon.items() if t > now}
-        horizon[host.name] = due + host.delay
-        horizon[ip_key] = due + address.delay
-        return due

@@ -210,10 +210,6 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self._last_unpark = self.clock()
         #: The last early unpark loaded nothing (see _parked_work_needed).
         self._early_unpark_fruitless = False
-        #: Per host and per IP, when the work booked for it by parked URLs ends (the
-        #: scheduler's clock): a URL parked for a backlog comes back when it can be
-        #: served (see Routing._park_due). Past entries are dropped as the table grows.
-        self._park_horizon: dict[str, float] = {}
         self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0)
         self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT", above=0)
         self.robots_host_delay = config.getbool(settings, "IRL_ROBOTS_HOST_DELAY")
@@ -849,7 +845,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         100-page site from the cache then stood still for a minute, twice, waiting for
         the periodic unpark. With nothing else in RAM, nothing is gained by waiting, unless
         the last early unpark parked everything again (a host backing off)."""
-        return (bool(self.beast.parked_size) and not self.beast.readable
+        return (bool(self.beast.parked.size) and not self.beast.readable
                 and not self._ram_items() and not self._early_unpark_fruitless)  # fmt: skip
 
     def _fill(self) -> None:
@@ -915,13 +911,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 released += self.beast.unpark()
             elif self._parked_work_needed():
                 self.counts["unparked_early"] += 1
-                # the earliest parked URLs, as many as RAM takes: the rest are booked
-                # for later still
-                early = self.beast.unpark() + self.beast.release_parked(
-                    now, at_least=max(1, self.ram_requests - self._ram_items()))
+                early = self.beast.unpark()
                 released += early
-            if now >= self.beast.parked_due:  # parked URLs whose host can now take them
-                released += self.beast.release_parked(now)
             if now >= self.beast.retry_due:  # a DNS or robots.txt retry is due: its URLs
                 released += self.beast.release_retries(now)
             if released:

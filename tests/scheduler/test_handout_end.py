@@ -128,7 +128,7 @@ def test_urls_parked_behind_a_queue_a_cache_emptied_come_back_at_the_next_tick(f
             break
         served.append(request.url)
         sched._answered(Response(request.url, flags=["cached"]), request)
-    assert 0 < len(served) < 12 and sched.beast.parked_size == 12 - len(served)
+    assert 0 < len(served) < 12 and sched.beast.parked.size == 12 - len(served)
     clock.now = 1002.0
     sched._next_forget = float("inf")  # the tick keeps a.test (this fake has no DNS to ask)
     sched._on_tick()  # RAM is empty, BEAST has nothing else: the parked URLs come back
@@ -159,5 +159,5 @@ def test_urls_parked_behind_a_long_back_off_are_not_reread_at_every_tick(fake_ti
         assert hand_out(sched, clock, 1001.0 + step) is None
         sched._on_tick()
     assert sched.counts["unparked_early"] == 1
-    assert sched.beast.parked_size == 12
+    assert sched.beast.parked.size == 12
     assert sched.beast.parked_total <= 24  # parked once, and once more after the early try
