@@ -78,11 +78,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def crawl_in_subprocess(
-    config: dict[str, Any], timeout: float = 120, module: str = "tests.crawl_runner"
+    config: dict[str, Any], timeout: float = 120, module: str = "tests.crawl_runner",
+    proxy_env: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """Run ``module`` (this one, or another spider's that prints its stats the same way)
-    on ``config`` in a new process; its stats and its log (stderr)."""
+    on ``config`` in a new process; its stats and its log (stderr). ``proxy_env``: the
+    process gets these proxy variables and none of this one's (``{}``: no proxy)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if proxy_env is not None:
+        env = {k: v for k, v in env.items() if "proxy" not in k.lower()} | proxy_env
     proc = subprocess.run(
         [sys.executable, "-m", module, json.dumps(config)],
         capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env, check=False,

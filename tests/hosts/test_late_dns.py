@@ -13,13 +13,10 @@ other name fails to resolve at once (``tests/loopback_dns.py``).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.crawl_runner import ROOT
+from tests.crawl_runner import crawl_in_subprocess
 from tests.loopback_site import serving
 from tests.scheduler.test_proxy_crawl import HOSTS, PAGES, ProxySite
 
@@ -29,15 +26,7 @@ PROXY_MIDDLEWARE = {"tests.hosts.late_dns_spider.SetProxyMiddleware": 543}
 
 
 def _crawl(config: dict) -> tuple[dict, str]:
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.hosts.late_dns_spider", json.dumps(config)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [x for x in proc.stdout.splitlines() if x.startswith("STATS ")][-1]
-    return json.loads(line[6:]), proc.stderr
+    return crawl_in_subprocess(config, module="tests.hosts.late_dns_spider", proxy_env={})
 
 
 def _settings(tmp_path, name: str, scheduler: str | None, **extra) -> dict:

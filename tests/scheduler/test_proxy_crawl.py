@@ -9,11 +9,7 @@ looked each host up, failed, and dropped every URL (``dns_failed_dropped``).
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -21,7 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.crawl_runner import ROOT
+from tests.crawl_runner import crawl_in_subprocess
 from tests.loopback_site import LoopbackServer, send_body, serving
 
 HOSTS = ("www.shop.example", "blog.shop.example", "news.other.example")
@@ -70,19 +66,11 @@ class ProxySite(LoopbackServer):
 
 
 def _crawl(proxy_url: str, how: str, settings: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    env["PYTHONPATH"] = str(ROOT)
-    if how == "env":
-        env["http_proxy"] = proxy_url
     config = {"start": [f"http://{HOSTS[0]}/p/0"], "proxy": proxy_url if how == "meta" else None,
               "settings": settings}  # fmt: skip
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.scheduler.proxy_spider", json.dumps(config)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [x for x in proc.stdout.splitlines() if x.startswith("STATS ")][-1]
-    return json.loads(line[6:])
+    stats, _ = crawl_in_subprocess(config, module="tests.scheduler.proxy_spider",
+                                   proxy_env={"http_proxy": proxy_url} if how == "env" else {})  # fmt: skip
+    return stats
 
 
 @pytest.mark.parametrize("how", ["env", "meta"])
