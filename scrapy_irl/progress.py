@@ -36,9 +36,13 @@ def frontier_summary(stats: dict[str, Any]) -> str:
     g = stats.get
     if g("irl_sched/beast/j") is None:
         return "frontier: (Scrapy scheduler)"
+    # parked now: the parked store's URLs not taken back, and any BEAST still holds (a
+    # frontier written before 2026-11-28)
+    parked = (g("irl_sched/parked/stored", 0) - g("irl_sched/parked/out", 0)
+              + g("irl_sched/beast/parked", 0))  # fmt: skip
     return (
         f"frontier: urlseen {g('irl_sched/urlseen_pending', 0)}, BEAST {g('irl_sched/beast/queued', 0)} "
-        f"(j={g('irl_sched/beast/j', 0)}, Q_F {g('irl_sched/beast/qf', 0)}, parked {g('irl_sched/beast/parked', 0)}, "
+        f"(j={g('irl_sched/beast/j', 0)}, Q_F {g('irl_sched/beast/qf', 0)}, parked {parked}, "
         f"waiting for a retry {g('irl_sched/beast/retrying', 0)}), "
         f"RAM {g('irl_sched/ram_requests', 0)} "
         f"on {g('irl_sched/hosts_in_ram', 0)} hosts; deferred by budget {g('irl_sched/beast/placed_in_qf', 0)}; "

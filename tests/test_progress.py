@@ -27,7 +27,8 @@ def test_line_has_rate_and_frontier():
     c.stats.set_value("robotstxt/response_count", 12)
     for key, value in {"irl_sched/beast/j": 4, "irl_sched/beast/queued": 120, "irl_sched/beast/qf": 7,
                        "irl_sched/urlseen_pending": 33, "irl_sched/beast/placed_in_qf": 9,
-                       "irl_sched/robots_waiting_origins": 2, "irl_sched/beast/parked": 5,
+                       "irl_sched/robots_waiting_origins": 2, "irl_sched/beast/parked": 1,
+                       "irl_sched/parked/stored": 7, "irl_sched/parked/out": 3,
                        "irl_sched/beast/retrying": 3}.items():
         c.stats.set_value(key, value)
     line = ext.line()

@@ -140,10 +140,11 @@ INDIRECT = [
 #: its stages (``self.counts[...]``), and the ``stats()`` dicts it publishes under a prefix.
 COUNTS = ("scrapy_irl.scheduler", "irl_sched/")
 COUNTING_MODULES = ("scheduler", "intake", "routing", "robots_gate", "robots_hops", "tracking",
-                    "reporting")  # fmt: skip
+                    "reporting", "unparking")  # fmt: skip
 STATS_DICTS = [
     ("scrapy_irl.scheduler.beast", "irl_sched/beast/"),
     ("scrapy_irl.scheduler.star", "irl_sched/star/"),
+    ("scrapy_irl.scheduler.parking", "irl_sched/parked/"),
     ("scrapy_irl.scheduler.start_log", "irl_sched/politeness_log/"),
 ]
 STAT_CALLS = {"inc_value", "set_value", "max_value", "min_value"}

@@ -34,6 +34,16 @@ class Held:
         self.robots_refetched = False
 
 
+class ParkedHeld(Held):
+    """A record taken back from the parked store: on disk there until released (its key)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, record: bytes, key: bytes) -> None:
+        super().__init__(record, (-1, -1, -1))
+        self.key = key
+
+
 class Handout:
     """A request handed to the engine: its host stays busy until the request is over."""
 

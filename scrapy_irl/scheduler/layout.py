@@ -20,10 +20,15 @@ MARKER = "FRONTIER"
 #: 2 (2026-11-27): STAR's tuples carry their origin (tags ``a``, ``e``, ``u``), which
 #: version 1 would read as admissions (a correction as an empty record). Version 2 reads
 #: version 1 frontiers and marks them 2 at open, so an older scrapy-irl refuses them.
-FORMAT = 2
+#: 3 (2026-11-28): the parked store (``parked/``, LevelDB) holds URLs BEAST has
+#: forgotten; an older scrapy-irl would not read them. Version 3 reads version 1 and 2
+#: frontiers (their parked URLs are in BEAST) and creates the store.
+FORMAT = 3
 #: The index file of each store, relative to the frontier directory.
 REQUIRED = ("beast/STATE", "urlseen/MANIFEST", "star/pld_edges/MANIFEST",
-            "star/pld_indegree/MANIFEST")  # fmt: skip
+            "star/pld_indegree/MANIFEST", "parked/CURRENT")  # fmt: skip
+#: Stores a frontier of an earlier layout version did not have yet.
+ADDED_IN = {"parked/CURRENT": 3}
 
 
 def _holds_data(path: Path) -> bool:
@@ -63,10 +68,15 @@ def _check_marker(marker: Path) -> None:
 def check_frontier(path: Path) -> None:
     """Raise :class:`FrontierCorruptionError` if the frontier's layout is newer than this
     version's, or a store of a created frontier is missing."""
+    version = None
     if (path / MARKER).exists():
         _check_marker(path / MARKER)
-    present = [name for name in REQUIRED if (path / name).exists()]
-    missing = [name for name in REQUIRED if name not in present]
+        version = _marked_version(path / MARKER)
+    # a store added later is required once the marker says this frontier has it
+    required = [name for name in REQUIRED if name not in ADDED_IN
+                or (version is not None and ADDED_IN[name] <= version)]  # fmt: skip
+    present = [name for name in required if (path / name).exists()]
+    missing = [name for name in required if name not in present]
     if not missing:
         return
     if (path / MARKER).exists():

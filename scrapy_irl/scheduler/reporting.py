@@ -32,6 +32,8 @@ class StatsReporting:
         s(f"{STAT}/in_flight", len(self._handed))
         for key, value in self.beast.stats().items():
             s(f"{STAT}/beast/{key}", value)
+        for key, value in self.parked.stats().items():
+            s(f"{STAT}/parked/{key}", value)
         for key, value in self.star.stats().items():
             s(f"{STAT}/star/{key}", value)
         if self.memory is not None:

@@ -4,7 +4,7 @@ A host's first URL resolves its name once (HostResolver, cached per TTL) or, thr
 proxy, skips DNS; the host then enters the politeness table with tau_h and tau_s from its
 PLD's budget (thesis chapter VII section 1). Failed lookups hold URLs for the retry or hand
 them out to fail in the DNS middleware; expired records are renewed in the host's turn.
-Work beyond IRL_RAM_BACKLOG_SECONDS for a host or IP is parked back on disk (lazy loading,
+Work beyond IRL_RAM_BACKLOG_SECONDS for a host or IP is parked on disk (lazy loading,
 Polybot section 3.5)."""
 
 from __future__ import annotations
@@ -301,8 +301,9 @@ class Routing:
         tau_s; past IRL_RAM_BACKLOG_SECONDS more
         of it would only sit in RAM, crowding out the hosts and IPs that could be crawled
         meanwhile (a spam farm's fresh subdomains on a few IPs, a large site at a long
-        tau_h). Parked records come back every IRL_RAM_BACKLOG_SECONDS. Requests that are
-        not BEAST records (unserializable ones) are never parked.
+        tau_h). Parked records wait in the parked store, under their IP and host, until
+        both have room again (:mod:`.unparking`). Requests that are not BEAST records
+        (unserializable ones) are never parked.
         """
         if not self.backlog_seconds or not isinstance(item, Held):
             return False
@@ -315,7 +316,5 @@ class Routing:
             backlog += max(0.0, record.not_before - self.clock())
         if backlog < self.backlog_seconds:
             return False
-        self.beast.park(item.record)
-        self._release(item)
-        self.counts["parked_backlog"] += 1
+        self._park(item, record)
         return True

@@ -67,6 +67,7 @@ from scrapy_irl.scheduler.items import (
     Handout,
     Held,
     Hop,
+    ParkedHeld,
     RobotsMarker,
     host_key,
     url_parts,
@@ -78,6 +79,7 @@ from scrapy_irl.scheduler.layout import (
     check_no_stock_queue,
     mark_frontier,
 )
+from scrapy_irl.scheduler.parking import ParkedStore
 from scrapy_irl.scheduler.pipeline import budget_policy, check_settings
 from scrapy_irl.scheduler.politeness import FORGET_SCAN_RATE, Host, Politeness
 from scrapy_irl.scheduler.reporting import StatsReporting
@@ -88,6 +90,7 @@ from scrapy_irl.scheduler.start_log import FILENAME as START_LOG
 from scrapy_irl.scheduler.start_log import PolitenessMemory, StartLog
 from scrapy_irl.scheduler.tracking import HandoutTracking
 from scrapy_irl.scheduler.traps import PathTrapRule
+from scrapy_irl.scheduler.unparking import Unparking
 from scrapy_irl.scheduler.urlnorm import SessionStripper
 from scrapy_irl.scheduler.waker import EngineWaker
 
@@ -174,7 +177,8 @@ def _ignored_settings(settings: Any) -> list[str]:
     return ignored
 
 
-class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, StatsReporting):
+class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unparking,
+                   StatsReporting):  # fmt: skip
     """A Scrapy scheduler doing URLseen, STAR, BEAST, robots, DNS and politeness on disk."""
 
     def __init__(self, crawler: Crawler) -> None:
@@ -207,9 +211,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             raise ValueError(
                 f"IRL_RAM_BACKLOG_SECONDS cannot be negative, got {self.backlog_seconds}"
             )
-        self._last_unpark = self.clock()
-        #: The last early unpark loaded nothing (see _parked_work_needed).
-        self._early_unpark_fruitless = False
+        self._parked_ready: deque[str] = deque()  # IPs with room the last sweep found
+        self._parked_tokens: list[Any] = []  # BEAST tokens of records parked since the save
         self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0)
         self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT", above=0)
         self.robots_host_delay = config.getbool(settings, "IRL_ROBOTS_HOST_DELAY")
@@ -399,6 +402,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         fsync = config.getbool(settings, "IRL_DRUM_FSYNC") and not self.temporary
         check_frontier(self.path)  # a deleted store is refused, not recreated empty
         check_no_stock_queue(job_dir(settings))
+        # closed after BEAST (closers run newest first): BEAST saves the records taken
+        # back from it before the store deletes them
+        self.parked = ParkedStore(self.path / "parked", fsync=fsync)
+        self._closers.append(("parked store", lambda: self.parked.close()))
         self.star, self.beast = build_star_and_beast(self.path, settings, fsync=fsync)
         self._closers += [("BEAST", lambda: self.beast.close()), ("STAR", lambda: self.star.close())]
         self.urlseen = build_urlseen(
@@ -461,8 +468,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             logger.info("IRL scheduler: DUPEFILTER_CLASS is BaseDupeFilter, so duplicate "
                         "requests are not filtered (each goes as if dont_filter=True)",
                         extra={"spider": self.spider})  # fmt: skip
-        # Records parked by an earlier run waited for host queues that are gone now:
-        # readable at once rather than after IRL_RAM_BACKLOG_SECONDS.
+        # Records a scrapy-irl before 2026-11-28 parked in BEAST: readable at once (they
+        # are parked again, in the parked store, if their host has enough work).
         self.beast.unpark()
         pending = self.urlseen.pending_tuples + len(self.beast)
         # 0 only when nothing at all waits: URLs, STAR's tuples, undelivered merges
@@ -581,6 +588,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 self._hop_regrant[1].cancel()
             self._grant_hops()  # closed: the hops still waiting go (the fetch is dropped)
             saved = self._requeue_ram()
+            self._flush_parking()  # BEAST forgets what the store holds now, before its save
             if saved and not self.temporary:
                 logger.info("Saved %(n)d requests held in RAM back to BEAST", {"n": saved},
                             extra={"spider": self.spider})  # fmt: skip
@@ -644,6 +652,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         self._ram_checks.clear()
         saved = 0
         for item in items:
+            if isinstance(item, ParkedHeld):
+                continue  # still in the parked store, which the next run reads
             record = self._as_record(item)
             if record is not None:
                 self.beast.requeue(record)
@@ -659,8 +669,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             self._direct_held[id(request)] = item
 
     def _release(self, item: Any) -> None:
-        """``item`` left RAM for good: BEAST may forget it."""
-        if isinstance(item, Held):
+        """``item`` left RAM for good: BEAST (or the parked store) may forget it."""
+        if isinstance(item, ParkedHeld):
+            self._release_parked(item)
+        elif isinstance(item, Held):
             self.beast.done(item.token)
 
     def _as_record(self, item: Any) -> bytes | None:
@@ -836,20 +848,11 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             self.counts["idle_merges_fruitless"] += 1
             self._idle_merge_backoff = min(IDLE_MERGE_MAX_BACKOFF, 2 * self._idle_merge_backoff)
 
-    def _parked_work_needed(self) -> bool:
-        """Parked URLs are all the work left: RAM holds none and BEAST has nothing to load.
-
-        A host's backlog is estimated at tau_h per queued URL (see
-        :meth:`_park_if_backlogged`), but a queue can empty sooner: pages answered from
-        HTTPCACHE take no turn, URLs dropped at hand-out none either. A probe's replay of a
-        100-page site from the cache then stood still for a minute, twice, waiting for
-        the periodic unpark. With nothing else in RAM, nothing is gained by waiting, unless
-        the last early unpark parked everything again (a host backing off)."""
-        return (bool(self.beast.parked.size) and not self.beast.readable
-                and not self._ram_items() and not self._early_unpark_fruitless)  # fmt: skip
-
     def _fill(self) -> None:
-        """Lazy loading: move records from BEAST towards host queues while RAM allows."""
+        """Lazy loading: move records from BEAST towards host queues while RAM allows;
+        parked records whose IP had room at the last sweep go first."""
+        if self._parked_ready:
+            self._drain_ready()
         budget = self.ram_requests - self._ram_items()
         for _ in range(max(0, budget)):
             got = self.beast.pop()
@@ -892,7 +895,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
         try:
             self.urlseen.write_out()
             self.star.write_out()
+            self._flush_parking()
             self.beast.sync()
+            self.parked.apply_releases()  # after the save: a retry queue may hold them now
             self._expire_handouts(now)
             self._expire_hops(now)
             self._route_held(now)
@@ -904,25 +909,12 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
                 self._next_forget = now + len(self.polite.hosts) / FORGET_SCAN_RATE
             if self.memory is not None:
                 self.memory.tick()
-            released = early = 0
-            if now - self._last_unpark >= self.backlog_seconds:
-                self._last_unpark = now
-                self._early_unpark_fruitless = False
-                released += self.beast.unpark()
-            elif self._parked_work_needed():
-                self.counts["unparked_early"] += 1
-                early = self.beast.unpark()
-                released += early
+            released = self._sweep_parked()
             if now >= self.beast.retry_due:  # a DNS or robots.txt retry is due: its URLs
                 released += self.beast.release_retries(now)
             if released:
                 self._fill()
                 self._wake_engine()
-            if early:
-                # Parked again, all of them (their hosts back off for longer than
-                # IRL_RAM_BACKLOG_SECONDS): not again before the periodic unpark, or
-                # every tick would re-read and re-park the whole parked queue.
-                self._early_unpark_fruitless = not self._ram_items()
             if self._would_idle(now):
                 # The engine only asks when a slot frees or a host is due; while every
                 # host waits out its delay, new URLs must still flow from URLseen to BEAST.
@@ -1012,6 +1004,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Sta
             or self._robots_wait
             or self._robots_fetching
             or len(self.beast)
+            or len(self.parked)
             or self.urlseen.pending_tuples
             or self.urlseen.pending_deliveries
             or self.star.pending

@@ -112,7 +112,7 @@ def test_urls_parked_behind_a_queue_a_cache_emptied_come_back_at_the_next_tick(f
     # Lazy loading parks a host's URLs beyond IRL_RAM_BACKLOG_SECONDS (60 s) of its tau_h
     # (10 s here): its 7th queued URL on. Answered from a cache, the queue empties at once,
     # and the parked URLs waited for the periodic unpark: a probe's replay of a 100-page
-    # site from HTTPCACHE stood still for a minute, twice.
+    # site from HTTPCACHE stood still for a minute, twice. The tick's sweep sees the room.
     from scrapy import Request
     from scrapy.http import Response
 
@@ -120,7 +120,6 @@ def test_urls_parked_behind_a_queue_a_cache_emptied_come_back_at_the_next_tick(f
     for n in range(12):
         sched.enqueue_request(Request(f"http://a.test/p{n}", dont_filter=True))
     assert hand_out(sched, clock, 1000.0) is None  # robots.txt first
-    sched._last_unpark = clock.now  # the periodic unpark is a minute away
     served = []
     for _ in range(12):
         request = hand_out(sched, clock, 1001.0)
@@ -128,36 +127,41 @@ def test_urls_parked_behind_a_queue_a_cache_emptied_come_back_at_the_next_tick(f
             break
         served.append(request.url)
         sched._answered(Response(request.url, flags=["cached"]), request)
-    assert 0 < len(served) < 12 and sched.beast.parked.size == 12 - len(served)
+    assert 0 < len(served) < 12 and sched.parked.available == 12 - len(served)
     clock.now = 1002.0
     sched._next_forget = float("inf")  # the tick keeps a.test (this fake has no DNS to ask)
-    sched._on_tick()  # RAM is empty, BEAST has nothing else: the parked URLs come back
-    assert sched.counts["unparked_early"] == 1
+    sched._on_tick()  # a.test's queue is empty: its parked URLs come back
+    assert sched.counts["unparked"] == 12 - len(served)
     for step in range(30):  # their robots.txt (TTL 3 s) is fetched again on the way
         request = hand_out(sched, clock, 1002.0 + step)
         if request is not None:
             served.append(request.url)
             sched._answered(Response(request.url, flags=["cached"]), request)
     assert sorted(served) == sorted(f"http://a.test/p{n}" for n in range(12))
-    assert sched.counts["unparked_early"] == 1  # the second batch fitted in RAM
+    assert sched.counts["parked_again"] == 0  # taken back only as many as a.test had room for
+    sched._on_tick()  # the served records leave the store once BEAST has saved
+    assert len(sched.parked) == 0
 
 
 def test_urls_parked_behind_a_long_back_off_are_not_reread_at_every_tick(fake_time):
     # A host backing off for longer than IRL_RAM_BACKLOG_SECONDS (up to IRL_BACKOFF_MAX,
     # 120 s) parks every URL read for it, so RAM stays empty: an early unpark parked them
     # all again, and the next tick did it again (a review measured 0.5 s of CPU a tick
-    # with 20 000 URLs parked). One early try, then the periodic unpark's pace.
+    # with 20 000 URLs parked). The sweep skips the host without reading its URLs until
+    # the back-off's end is within the horizon.
     from scrapy import Request
 
     sched, robots, web, clock = fake_time
     sched.polite.hosts["a.test"].not_before = 1200.0  # backing off: nothing goes before
-    sched._last_unpark = clock.now
     sched._next_forget = float("inf")
     for n in range(12):
         sched.enqueue_request(Request(f"http://a.test/p{n}", dont_filter=True))
     for step in range(10):
         assert hand_out(sched, clock, 1001.0 + step) is None
         sched._on_tick()
-    assert sched.counts["unparked_early"] == 1
-    assert sched.beast.parked.size == 12
-    assert sched.beast.parked_total <= 24  # parked once, and once more after the early try
+    assert sched.parked.available == 12
+    assert sched.parked.taken_total == 0 and sched.parked.parked_total == 12
+    for step in range(200):  # within 60 s of the back-off's end, they come back, by tau_h
+        clock.now = 1011.0 + step
+        sched._on_tick()
+    assert 0 < sched.parked.taken_total <= 12 and sched.counts["parked_again"] == 0

@@ -53,7 +53,11 @@ def test_crawl_is_polite_robots_clean_and_budgeted(tmp_path: Path) -> None:
     assert stats["scheduler/dequeued"] > 0 and stats["irl_sched/star/pld_edges"] > 0
     assert stats["irl_sched/beast/j"] >= 2
     assert stats["irl_sched/parked_backlog"] > 0
-    assert stats["irl_sched/beast/parked_total"] == stats["irl_sched/parked_backlog"]
+    assert stats["irl_sched/beast/parked_total"] == 0  # parked in the parked store, not BEAST
+    assert stats["irl_sched/parked/parked_total"] == (
+        stats["irl_sched/parked_backlog"] + stats.get("irl_sched/parked_again", 0))
+    assert stats["irl_sched/parked/reparked_total"] == stats.get("irl_sched/parked_again", 0)
+    assert stats["irl_sched/unparked"] > 0, {k: v for k, v in stats.items() if "park" in k}
     parked_for_retries = (stats.get("irl_sched/robots_retry_parked", 0)
                           + stats.get("irl_sched/dns_retry_parked", 0))  # fmt: skip
     assert stats["irl_sched/beast/retry_parked_total"] == parked_for_retries

@@ -62,7 +62,7 @@ def test_a_second_crawl_on_the_same_jobdir_is_refused_before_touching_it(tmp_pat
     again.close("finished")
 
 
-@pytest.mark.parametrize("store", ["beast", "urlseen", "star"])
+@pytest.mark.parametrize("store", ["beast", "urlseen", "star", "parked"])
 def test_a_deleted_store_is_refused_not_recreated_empty(tmp_path: Path, store: str):
     import shutil
 
@@ -75,9 +75,25 @@ def test_a_deleted_store_is_refused_not_recreated_empty(tmp_path: Path, store: s
     assert not (tmp_path / "irl" / store).exists()  # refused before recreating anything
 
 
+def test_a_version_2_frontier_gets_its_parked_store_and_is_marked_3(tmp_path: Path):
+    import json
+    import shutil
+
+    sched = opened(JOBDIR=str(tmp_path))
+    fill(sched, 20)
+    sched.close("shutdown")
+    shutil.rmtree(tmp_path / "irl" / "parked")  # as a scrapy-irl before 2026-11-28 left it
+    (tmp_path / "irl" / "FRONTIER").write_text('{"format": 2, "stores": []}')
+    again = opened(JOBDIR=str(tmp_path))
+    assert len(again.beast) == 20 and len(again.parked) == 0
+    again.close("finished")
+    assert json.loads((tmp_path / "irl" / "FRONTIER").read_text())["format"] == 3
+    assert (tmp_path / "irl" / "parked" / "CURRENT").exists()
+
+
 @pytest.mark.parametrize(
     ("marker", "message"),
-    [('{"format": 3, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable"),
+    [('{"format": 4, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable"),
      ('{"format": 1e999}', "unreadable")],
 )
 def test_a_frontier_marker_of_a_newer_layout_or_garbage_is_refused(
@@ -92,7 +108,9 @@ def test_a_frontier_marker_of_a_newer_layout_or_garbage_is_refused(
         opened(JOBDIR=str(tmp_path))
 
 
-def test_a_frontier_of_layout_1_resumes_and_is_marked_2_so_older_versions_refuse_it(tmp_path: Path):
+def test_a_frontier_of_layout_1_resumes_and_is_marked_current_so_older_versions_refuse_it(
+    tmp_path: Path,
+):
     """Version 1 would read STAR's tuples with origins as admissions (a correction as an
     empty record): once this version wrote to a frontier, version 1 must refuse it."""
     import json
@@ -106,10 +124,10 @@ def test_a_frontier_of_layout_1_resumes_and_is_marked_2_so_older_versions_refuse
     marker.write_text('{"format": 1, "created": 0, "stores": []}')
     again = opened(JOBDIR=str(tmp_path))
     assert len(again.beast) == 10
-    assert json.loads(marker.read_text())["format"] == 2
+    assert json.loads(marker.read_text())["format"] == 3
     again.close("finished")
     with mock.patch("scrapy_irl.scheduler.layout.FORMAT", 1):  # an older scrapy-irl
-        with pytest.raises(FrontierCorruptionError, match="version 2, written by a newer"):
+        with pytest.raises(FrontierCorruptionError, match="version 3, written by a newer"):
             _check_marker(marker)
 
 

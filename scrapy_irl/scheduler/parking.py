@@ -1,0 +1,356 @@
+"""The parked store: URLs whose host or IP already has enough work in RAM, on disk by IP
+and host until that IP and host can take more.
+
+Lazy loading (Polybot section 3.5) keeps in RAM only the work that can start soon; a URL
+read from BEAST for a host or IP with ``IRL_RAM_BACKLOG_SECONDS`` of work queued waits
+here instead. It must come back when *its* host and IP drain, which one sequential queue
+cannot do without re-reading every parked URL (a 28-minute crawl re-parked 63 000 URLs a
+minute that way against 7 000-10 000 requests). So the store is sorted by IP, then host,
+then arrival: the scheduler asks for an IP's URLs when that IP has room, and takes from
+each of its hosts only what the host has room for; the rest is skipped by a seek, not
+read. These are Mercator's per-host back-end queues, kept on disk.
+
+LevelDB (plyvel, already the host store's engine) gives the sorted key space with range
+reads, atomic write batches, and a log it recovers after a kill -9. Keys::
+
+    b"q" <u16 len><ip> <u16 len><host> <u32 run epoch><u64 seq>  -> BEAST record
+    b"c" <ip>                                                    -> u64 records of that IP
+    b"m:format", b"m:epoch"                                      -> u32
+
+The per-IP counts change in the same batch as the records, so they are exact after a
+crash, and an open reads only them (one key per IP), not the records.
+
+A record handed back by :meth:`ParkedStore.take` stays on disk until the scheduler
+:meth:`release` s it and the next :meth:`apply_releases` (after BEAST's save, so a record
+moved into a BEAST retry queue is durable there before it is deleted here): a kill while
+it is in RAM loses nothing. Records taken and not released yet are *out*: a host's out
+records are the first ones of its range, skipped by seeking past the last one taken.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import plyvel
+
+from scrapy_irl.exceptions import FrontierCorruptionError, StoreAccessError
+
+FORMAT = 1
+_RECORD = b"q"
+_COUNT = b"c"
+_FORMAT_KEY = b"m:format"
+_EPOCH_KEY = b"m:epoch"
+_LEN = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_SUFFIX = struct.Struct(">IQ")  # run epoch, sequence: arrival order within a host
+#: Past every suffix of a host's range (seek here to skip the host).
+_AFTER_HOST = b"\xff" * (_SUFFIX.size + 1)
+_ACCESS_ERRORS = ("Permission denied", "Is a directory", "Not a directory",
+                  "Read-only file system", "No space left on device")  # fmt: skip
+
+
+def _segment(text: str) -> bytes:
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) > 0xFFFF:
+        raise ValueError(f"name of {len(data)} bytes cannot be parked: {text[:80]!r}...")
+    return _LEN.pack(len(data)) + data
+
+
+def ip_prefix(ip: str) -> bytes:
+    """Every record of ``ip`` starts with this (length-prefixed: no IP's prefix starts
+    another's)."""
+    return _RECORD + _segment(ip)
+
+
+def host_prefix(ip: str, host: str) -> bytes:
+    return ip_prefix(ip) + _segment(host)
+
+
+def split_key(key: bytes) -> tuple[str, str]:
+    """The (ip, host) a record key belongs to."""
+    ip_len = _LEN.unpack_from(key, 1)[0]
+    ip = key[3 : 3 + ip_len].decode("utf-8", "surrogatepass")
+    at = 3 + ip_len
+    host_len = _LEN.unpack_from(key, at)[0]
+    host = key[at + 2 : at + 2 + host_len].decode("utf-8", "surrogatepass")
+    return ip, host
+
+
+def _host_part(key: bytes) -> bytes:
+    return key[: -_SUFFIX.size]
+
+
+#: How many records of a host to take: called with the host's name; 0 skips it.
+HostAllowance = Callable[[str], int]
+
+
+class ParkedStore:
+    """Records parked by IP and host (see the module docstring)."""
+
+    def __init__(self, path: Path, *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self._db: Any = _open(self.path)
+        try:
+            self._epoch = self._start_epoch()
+            self._seq = 0
+            #: records on disk per IP (out ones included); a dict in rotation order
+            self._by_ip: dict[str, int] = self._read_counts()
+        except (plyvel.CorruptionError, plyvel.IOError) as exc:
+            self._db.close()
+            raise _damaged(self.path, exc) from exc
+        except BaseException:
+            self._db.close()
+            raise
+        self._total = sum(self._by_ip.values())
+        #: out records per host range: [how many, the last key taken]
+        self._out: dict[bytes, list[Any]] = {}
+        self._out_by_ip: dict[str, int] = {}
+        self._out_total = 0
+        self._releases: list[bytes] = []
+        self.parked_total = 0
+        self.taken_total = 0
+        self.reparked_total = 0
+
+    # -- open --------------------------------------------------------------------------------
+    def _start_epoch(self) -> int:
+        stored = self._db.get(_FORMAT_KEY)
+        if stored is not None and _U32.unpack(stored)[0] > FORMAT:
+            raise FrontierCorruptionError(
+                f"{self.path}: parked store format {_U32.unpack(stored)[0]}, written by a "
+                f"newer scrapy-irl; this one reads format {FORMAT}. Upgrade scrapy-irl or "
+                "use a new JOBDIR."
+            )
+        previous = self._db.get(_EPOCH_KEY)
+        epoch = (_U32.unpack(previous)[0] + 1) if previous is not None else 0
+        if epoch > 0xFFFFFFFF:
+            raise FrontierCorruptionError(f"{self.path}: run epoch overflow")
+        with self._db.write_batch(sync=self.fsync) as batch:
+            batch.put(_FORMAT_KEY, _U32.pack(FORMAT))
+            batch.put(_EPOCH_KEY, _U32.pack(epoch))
+        return epoch
+
+    def _read_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for key, value in self._db.iterator(prefix=_COUNT):
+            if len(value) != _U64.size:
+                raise FrontierCorruptionError(
+                    f"{self.path}: a parked count of {len(value)} bytes (8 expected); the "
+                    "store is damaged. Restore it, or delete the whole frontier to start afresh."
+                )
+            count = _U64.unpack(value)[0]
+            if count:
+                counts[key[1:].decode("utf-8", "surrogatepass")] = count
+        return counts
+
+    # -- sizes -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Records on disk, those taken and not released included."""
+        return self._total
+
+    @property
+    def available(self) -> int:
+        """Records :meth:`take` can hand out (not out already)."""
+        return self._total - self._out_total
+
+    @property
+    def out(self) -> int:
+        return self._out_total
+
+    def ips(self) -> int:
+        return len(self._by_ip)
+
+    # -- writes ------------------------------------------------------------------------------
+    def park(self, ip: str, host: str, record: bytes, *, replaces: bytes | None = None) -> None:
+        """Write ``record`` for ``host`` on ``ip``, at the end of the host's range.
+
+        ``replaces``: the key of an out record this one is (a record taken and parked
+        again): deleted in the same batch, so a kill leaves exactly one of the two."""
+        self._seq += 1
+        key = host_prefix(ip, host) + _SUFFIX.pack(self._epoch, self._seq)
+        with self._db.write_batch() as batch:
+            batch.put(key, record)
+            if replaces is None:
+                self._add(batch, ip, 1)
+            else:
+                old_ip, _ = split_key(replaces)
+                batch.delete(replaces)
+                if old_ip != ip:  # its host moved to another address meanwhile
+                    self._add(batch, old_ip, -1)
+                    self._add(batch, ip, 1)
+        if replaces is not None:
+            self._settle(replaces)
+            self.reparked_total += 1
+        else:
+            self._total += 1
+        self.parked_total += 1
+
+    def _add(self, batch: Any, ip: str, delta: int) -> None:
+        count = self._by_ip.get(ip, 0) + delta
+        key = _COUNT + ip.encode("utf-8", "surrogatepass")
+        if count > 0:
+            self._by_ip[ip] = count
+            batch.put(key, _U64.pack(count))
+        else:
+            self._by_ip.pop(ip, None)
+            batch.delete(key)
+
+    def release(self, key: bytes) -> None:
+        """The out record ``key`` left RAM for good (fetched, dropped, moved to BEAST): it is
+        deleted at the next :meth:`apply_releases`, and stays out until then."""
+        self._releases.append(key)
+
+    def apply_releases(self) -> int:
+        """Delete the released records (call after BEAST's save: see the module docstring)."""
+        if not self._releases:
+            return 0
+        keys, self._releases = self._releases, []
+        with self._db.write_batch() as batch:
+            for key in keys:
+                batch.delete(key)
+                self._add(batch, split_key(key)[0], -1)
+        for key in keys:
+            self._settle(key)
+        self._total -= len(keys)
+        return len(keys)
+
+    def _settle(self, key: bytes) -> None:
+        """``key`` is no longer out."""
+        part = _host_part(key)
+        out = self._out.get(part)
+        if out is not None:
+            out[0] -= 1
+            if out[0] <= 0:
+                del self._out[part]
+        ip = split_key(key)[0]
+        left = self._out_by_ip.get(ip, 0) - 1
+        if left > 0:
+            self._out_by_ip[ip] = left
+        else:
+            self._out_by_ip.pop(ip, None)
+        self._out_total -= 1
+
+    def sync(self) -> None:
+        """Make every write so far durable (LevelDB's log synced) when fsync is on; the
+        scheduler calls it before BEAST's save that forgets the records parked here."""
+        if self.fsync:
+            self._db.put(_EPOCH_KEY, _U32.pack(self._epoch), sync=True)
+
+    # -- reads -------------------------------------------------------------------------------
+    def ips_with_work(self, limit: int) -> list[str]:
+        """Up to ``limit`` IPs with records to take, in rotation: each one returned goes to
+        the back, so a sweep that stops early starts with the others next time."""
+        chosen: list[str] = []
+        for ip in list(islice(self._by_ip, max(0, limit) * 2 + 16)):
+            if len(chosen) >= limit:
+                break
+            count = self._by_ip.pop(ip)
+            self._by_ip[ip] = count
+            if count > self._out_by_ip.get(ip, 0):
+                chosen.append(ip)
+        return chosen
+
+    def take(self, ip: str, allowance: HostAllowance, limit: int) -> list[tuple[bytes, str, bytes]]:
+        """Up to ``limit`` records of ``ip`` as (key, host, record), oldest first within
+        each host, at most ``allowance(host)`` of each host; they are out until released."""
+        if limit <= 0 or self._by_ip.get(ip, 0) <= self._out_by_ip.get(ip, 0):
+            return []
+        taken: list[tuple[bytes, str, bytes]] = []
+        prefix = ip_prefix(ip)
+        try:
+            iterator = self._db.iterator(prefix=prefix)
+            try:
+                self._take_from(iterator, allowance, limit, taken)
+            finally:
+                iterator.close()
+        except (plyvel.CorruptionError, plyvel.IOError) as exc:
+            raise _damaged(self.path, exc) from exc
+        for key, _host, _record in taken:
+            part = _host_part(key)
+            out = self._out.setdefault(part, [0, b""])
+            out[0] += 1
+            out[1] = key
+            self._out_by_ip[ip] = self._out_by_ip.get(ip, 0) + 1
+        self._out_total += len(taken)
+        self.taken_total += len(taken)
+        return taken
+
+    def _take_from(self, iterator: Any, allowance: HostAllowance, limit: int,
+                   taken: list[tuple[bytes, str, bytes]]) -> None:  # fmt: skip
+        host_left = 0
+        current: bytes | None = None
+        # bounded: each turn takes a record, or seeks past a host's out records or the host
+        for _ in range(3 * self._total + 3):
+            try:
+                key, record = next(iterator)
+            except StopIteration:
+                return
+            part = _host_part(key)
+            if part != current:
+                current = part
+                out = self._out.get(part)
+                if out is not None and key <= out[1]:
+                    iterator.seek(out[1] + b"\x00")  # its first records are out already
+                    current = None  # re-evaluated at the next key (maybe another host)
+                    continue
+                host_left = allowance(split_key(key)[1])
+                if host_left <= 0:
+                    iterator.seek(part + _AFTER_HOST)
+                    continue
+            taken.append((key, split_key(key)[1], bytes(record)))
+            host_left -= 1
+            if len(taken) >= limit:
+                return
+            if host_left <= 0:
+                iterator.seek(part + _AFTER_HOST)
+
+    def scan(self) -> Iterator[tuple[bytes, str, str, bytes]]:
+        """Every record as (key, ip, host, record), out ones included (tests, tools)."""
+        for key, record in self._db.iterator(prefix=_RECORD):
+            ip, host = split_key(key)
+            yield key, ip, host, record
+
+    def stats(self) -> dict[str, int]:
+        return {"stored": self._total, "out": self._out_total, "ips": len(self._by_ip),
+                "parked_total": self.parked_total, "taken_total": self.taken_total,
+                "reparked_total": self.reparked_total}  # fmt: skip
+
+    def close(self) -> None:
+        """Apply the pending releases, then close; idempotent."""
+        if self._db.closed:
+            return
+        try:
+            self.apply_releases()
+            self.sync()
+        finally:
+            self._db.close()
+
+
+def _open(path: Path) -> Any:
+    try:
+        return plyvel.DB(str(path), create_if_missing=True, paranoid_checks=True)
+    except plyvel.CorruptionError as exc:
+        raise _damaged(path, exc) from exc
+    except plyvel.IOError as exc:
+        raise _damaged(path, exc) from exc
+
+
+def _damaged(path: Path, exc: Exception) -> Exception:
+    """LevelDB could not open or read the store: the system refused, or it is damaged."""
+    text = str(exc)
+    if isinstance(exc, plyvel.IOError) and any(e in text for e in _ACCESS_ERRORS):
+        return StoreAccessError(
+            f"{path}: the parked store cannot be opened, read or written ({text}); check "
+            "that this user may read and write it and that the disk has room"
+        )
+    if isinstance(exc, plyvel.IOError) and "lock" in text.lower():
+        return StoreAccessError(f"{path}: the parked store is in use by another process ({text})")
+    return FrontierCorruptionError(
+        f"{path}: the parked store (LevelDB) is damaged ({text}). Its URLs cannot be read "
+        "back: restore the frontier, or delete the whole directory to start afresh."
+    )

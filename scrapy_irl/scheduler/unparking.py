@@ -1,0 +1,136 @@
+"""Parking and unparking: the scheduler's side of the parked store (:mod:`.parking`).
+
+A record read from BEAST for a host or IP that has ``IRL_RAM_BACKLOG_SECONDS`` of work in
+RAM is parked under that IP and host (lazy loading, Polybot section 3.5). Every tick the
+scheduler looks at the IPs with parked records (at most :data:`SWEEP_IPS` of them, in
+rotation) and takes back from each what it can start within the horizon: as many as keep
+the IP's backlog (items x tau_s) and each host's (items x tau_h, plus a back-off's wait)
+under ``IRL_RAM_BACKLOG_SECONDS``. A host or IP still busy is skipped without reading its
+records, so the cost follows the crawl's rate, not the size of what is parked. IPs found
+with room but not served because RAM was full are served first by the next loads from
+BEAST (:meth:`Unparking._drain_ready`), so parked hosts are not starved by fresh URLs.
+
+Crash safety: a record parked here stays owed to BEAST until the store's writes are
+durable (:meth:`Unparking._flush_parking`, before BEAST's save); a record taken back stays
+on disk here until released and BEAST has saved (its retry queues may hold it now).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from scrapy_irl.scheduler.items import Held, ParkedHeld
+
+if TYPE_CHECKING:
+    from scrapy_irl.scheduler.politeness import Host
+
+#: IPs looked at per tick, at most: the sweep's cost stays flat however many are parked.
+SWEEP_IPS = 2_000
+
+
+class Unparking:
+    """Mixin of :class:`~scrapy_irl.scheduler.scheduler.IrlScheduler` (see the module)."""
+
+    parked: Any
+    beast: Any
+    polite: Any
+    delays: Any
+    counts: Any
+    backlog_seconds: float
+    ram_requests: int
+    _dns_wait: dict[str, list[Any]]
+    _robots_wait: dict[str, list[Any]]
+    _parked_ready: deque[str]
+    _parked_tokens: list[Any]
+    clock: Any
+    _ram_items: Any
+    _route: Any
+
+    def _park(self, item: Held, host: Host) -> None:
+        """Write ``item`` to the parked store under its host and IP."""
+        if isinstance(item, ParkedHeld):
+            self.parked.park(host.ip, host.name, item.record, replaces=item.key)
+            self.counts["parked_again"] += 1
+            return
+        self.parked.park(host.ip, host.name, item.record)
+        # BEAST forgets it only once the store's write is durable (see _flush_parking)
+        self._parked_tokens.append(item.token)
+        self.counts["parked_backlog"] += 1
+
+    def _flush_parking(self) -> None:
+        """Make the parked store's writes durable, then let BEAST forget those records."""
+        self.parked.sync()
+        tokens, self._parked_tokens = self._parked_tokens, []
+        for token in tokens:
+            self.beast.done(token)
+
+    # -- unparking ---------------------------------------------------------------------------
+    def _sweep_parked(self) -> int:
+        """The tick's look at parked IPs: take back what has room; returns how many."""
+        if not self.parked.available:
+            self._parked_ready.clear()
+            return 0
+        self._parked_ready = deque(self.parked.ips_with_work(SWEEP_IPS))
+        return self._drain_ready()
+
+    def _drain_ready(self) -> int:
+        """Take back records of the IPs the last sweep found, while RAM has room."""
+        brought = 0
+        while self._parked_ready:
+            room = self.ram_requests - self._ram_items()
+            if room <= 0:
+                break  # the IP stays first in line for the next load
+            brought += self._take_back(self._parked_ready.popleft(), room)
+        if brought:
+            self.counts["unparked"] += brought
+        return brought
+
+    def _take_back(self, ip: str, room: int) -> int:
+        limit = min(room, self._ip_allowance(ip))
+        if limit <= 0:
+            return 0
+        now = self.clock()
+        taken = self.parked.take(ip, lambda host: self._host_allowance(host, now), limit)
+        for key, host, record in taken:
+            self._route(ParkedHeld(record, key), host)
+        return len(taken)
+
+    def _ip_allowance(self, ip: str) -> int:
+        """How many more items the IP's queues can take within the horizon."""
+        address = self.polite.ips.get(ip)
+        if address is None:
+            return _fits(0.0, self.delays.ip(0), self.backlog_seconds)
+        return _fits(address.queued * address.delay, address.delay, self.backlog_seconds)
+
+    def _host_allowance(self, name: str, now: float) -> int:
+        """How many more items the host's queue can take within the horizon (a host not
+        in the table yet: at its longest tau_h, less what waits for its DNS lookup)."""
+        host = self.polite.hosts.get(name)
+        if host is None:
+            waiting = len(self._dns_wait.get(name, ()))
+            return _fits(0.0, self.delays.host(0), self.backlog_seconds) - waiting
+        queued = len(host.queue) + self._robots_waiting(name)
+        backlog = queued * host.delay + max(0.0, host.not_before - now)
+        return _fits(backlog, host.delay, self.backlog_seconds)
+
+    def _robots_waiting(self, name: str) -> int:
+        """Items of the host waiting for its robots.txt on the default ports (they count
+        in the parking test: taken back, they would only be parked again)."""
+        spelled = f"[{name}]" if ":" in name else name
+        return sum(len(self._robots_wait.get(f"{scheme}://{spelled}", ()))
+                   for scheme in ("http", "https"))  # fmt: skip
+
+    def _release_parked(self, item: ParkedHeld) -> None:
+        self.parked.release(item.key)
+
+
+def _fits(backlog: float, delay: float, horizon: float) -> int:
+    """Items of ``delay`` seconds each that can join ``backlog`` while it stays under
+    ``horizon`` when each joins (the test :meth:`Routing._park_if_backlogged` applies)."""
+    if backlog >= horizon:
+        return 0
+    if delay <= 0:
+        return 1 << 30
+    return max(1, math.ceil((horizon - backlog) / delay))

@@ -1,0 +1,163 @@
+"""The parked store (scrapy_irl.scheduler.parking): records by IP and host, taken back per
+host allowance without reading the hosts that have no room, kept until released, exact
+after a kill."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from scrapy_irl.exceptions import FrontierCorruptionError
+from scrapy_irl.scheduler.parking import ParkedStore, split_key
+
+
+def test_take_follows_host_allowances_and_arrival_order(tmp_path: Path) -> None:
+    store = ParkedStore(tmp_path / "p")
+    for n in range(5):
+        store.park("10.0.0.1", "a.test", b"a%d" % n)
+        store.park("10.0.0.1", "b.test", b"b%d" % n)
+    store.park("10.0.0.2", "c.test", b"c0")
+    assert len(store) == 11 and store.ips() == 2
+    allow = {"a.test": 2, "b.test": 0}
+    taken = store.take("10.0.0.1", lambda host: allow[host], limit=10)
+    assert [(host, record) for _, host, record in taken] == [("a.test", b"a0"), ("a.test", b"a1")]
+    # the out records are skipped next time, whatever the allowance
+    allow = {"a.test": 10, "b.test": 1}
+    taken = store.take("10.0.0.1", lambda host: allow[host], limit=10)
+    assert [record for _, _, record in taken] == [b"a2", b"a3", b"a4", b"b0"]
+    assert store.out == 6 and store.available == 5 and len(store) == 11
+    assert split_key(taken[-1][0]) == ("10.0.0.1", "b.test")
+    store.close()
+
+
+def test_limit_stops_the_take(tmp_path: Path) -> None:
+    store = ParkedStore(tmp_path / "p")
+    for n in range(10):
+        store.park("ip", f"h{n}.test", b"r%d" % n)
+    assert len(store.take("ip", lambda host: 5, limit=3)) == 3
+    assert len(store.take("ip", lambda host: 5, limit=100)) == 7
+    assert store.take("ip", lambda host: 5, limit=100) == []
+    store.close()
+
+
+def test_hosts_without_room_are_skipped_not_read(tmp_path: Path) -> None:
+    # 2 000 records of a busy host before one of a free host: the take asks the busy
+    # host's allowance once and seeks past its records.
+    store = ParkedStore(tmp_path / "p")
+    for n in range(2000):
+        store.park("ip", "busy.test", b"x%d" % n)
+    store.park("ip", "free.test", b"free")
+    asked: list[str] = []
+
+    def allowance(host: str) -> int:
+        asked.append(host)
+        return 0 if host == "busy.test" else 5
+
+    taken = store.take("ip", allowance, limit=10)
+    assert [record for _, _, record in taken] == [b"free"]
+    assert asked == ["busy.test", "free.test"]
+    store.close()
+
+
+def test_released_records_stay_until_applied_and_survive_reopen(tmp_path: Path) -> None:
+    store = ParkedStore(tmp_path / "p")
+    for n in range(4):
+        store.park("ip", "a.test", b"r%d" % n)
+    taken = store.take("ip", lambda host: 2, limit=10)
+    store.release(taken[0][0])
+    assert len(store) == 4 and store.out == 2  # not deleted before apply_releases
+    assert store.apply_releases() == 1
+    assert len(store) == 3 and store.out == 1
+    # the other out record was never released: a new run gets it back, first
+    store.close()
+    again = ParkedStore(tmp_path / "p")
+    assert len(again) == 3 and again.out == 0
+    assert [r for _, _, r in again.take("ip", lambda host: 10, limit=10)] == [b"r1", b"r2", b"r3"]
+    # parked after the reopen: after the earlier run's records (run epoch in the key)
+    again.park("ip", "a.test", b"late")
+    assert [r for *_, r in again.scan()][-1] == b"late"
+    again.close()
+
+
+def test_park_again_replaces_the_out_record_atomically(tmp_path: Path) -> None:
+    store = ParkedStore(tmp_path / "p")
+    store.park("ip1", "a.test", b"r0")
+    (key, host, record), = store.take("ip1", lambda host: 1, limit=1)
+    store.park("ip2", "a.test", record, replaces=key)  # the host moved to another IP
+    assert len(store) == 1 and store.out == 0 and store.ips() == 1
+    assert [(ip, r) for _, ip, _, r in store.scan()] == [("ip2", b"r0")]
+    assert store.stats()["reparked_total"] == 1
+    store.close()
+    again = ParkedStore(tmp_path / "p")  # the counts on disk agree
+    assert len(again) == 1 and again.ips() == 1
+    again.close()
+
+
+def test_ips_with_work_rotates_and_skips_ips_all_out(tmp_path: Path) -> None:
+    store = ParkedStore(tmp_path / "p")
+    for ip in ("a", "b", "c"):
+        store.park(ip, "h.test", b"r")
+    assert store.ips_with_work(2) == ["a", "b"]
+    assert store.ips_with_work(2) == ["c", "a"]
+    store.take("b", lambda host: 1, limit=1)
+    assert store.ips_with_work(3) == ["c", "a"]  # b (next in turn): its only record is out
+    store.close()
+
+
+def test_kill_9_after_park_keeps_the_record(tmp_path: Path) -> None:
+    # Written without a sync: LevelDB's log is in the OS's hands, which a killed
+    # process does not lose.
+    script = textwrap.dedent(f"""
+        import os, signal
+        from scrapy_irl.scheduler.parking import ParkedStore
+        store = ParkedStore({str(tmp_path / "p")!r})
+        for n in range(500):
+            store.park("ip%d" % (n % 7), "h%d.test" % (n % 13), b"record-%d" % n)
+        taken = store.take("ip1", lambda host: 100, limit=100)
+        for key, _, _ in taken[:10]:
+            store.release(key)
+        store.apply_releases()
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert done.returncode == -9
+    store = ParkedStore(tmp_path / "p")
+    records = sorted(r for *_, r in store.scan())
+    assert len(store) == 490 == len(records) and store.ips() == 7
+    assert len(set(records)) == 490
+    store.close()
+
+
+def test_a_damaged_store_is_refused(tmp_path: Path) -> None:
+    store = ParkedStore(tmp_path / "p")
+    for n in range(200):
+        store.park("ip", "a.test", b"r" * 300)
+    store.close()
+    for name in os.listdir(tmp_path / "p"):
+        if name.endswith((".log", ".ldb")):
+            path = tmp_path / "p" / name
+            data = bytearray(path.read_bytes())
+            for at in range(0, len(data), 97):
+                data[at] ^= 0xFF
+            path.write_bytes(bytes(data))
+    with pytest.raises(FrontierCorruptionError, match="parked store"):
+        again = ParkedStore(tmp_path / "p")
+        list(again.scan())
+        again.take("ip", lambda host: 1000, limit=1000)
+
+
+def test_a_newer_format_is_refused(tmp_path: Path) -> None:
+    import plyvel
+
+    store = ParkedStore(tmp_path / "p")
+    store.close()
+    db = plyvel.DB(str(tmp_path / "p"))
+    db.put(b"m:format", (99).to_bytes(4, "big"))
+    db.close()
+    with pytest.raises(FrontierCorruptionError, match="newer scrapy-irl"):
+        ParkedStore(tmp_path / "p")
