@@ -213,6 +213,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             )
         self._parked_ready: deque[str] = deque()  # IPs with room the last sweep found
         self._parked_tokens: list[Any] = []  # BEAST tokens of records parked since the save
+        # BEAST's close saved: records released from the parked store may be deleted
+        # (one moved to a BEAST retry queue is durable there only then)
+        self._beast_saved = False
         self.flush_interval = config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0)
         self.handout_timeout = config.getfloat(settings, "IRL_HANDOUT_TIMEOUT", above=0)
         self.robots_host_delay = config.getbool(settings, "IRL_ROBOTS_HOST_DELAY")
@@ -405,9 +408,11 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         # closed after BEAST (closers run newest first): BEAST saves the records taken
         # back from it before the store deletes them
         self.parked = ParkedStore(self.path / "parked", fsync=fsync)
-        self._closers.append(("parked store", lambda: self.parked.close()))
+        self._closers.append(
+            ("parked store", lambda: self.parked.close(apply_releases=self._beast_saved))
+        )
         self.star, self.beast = build_star_and_beast(self.path, settings, fsync=fsync)
-        self._closers += [("BEAST", lambda: self.beast.close()), ("STAR", lambda: self.star.close())]
+        self._closers += [("BEAST", self._close_beast), ("STAR", lambda: self.star.close())]
         self.urlseen = build_urlseen(
             self.path, settings, self.star, self._on_urlseen_results, fsync=fsync
         )
@@ -471,15 +476,16 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         # Records a scrapy-irl before 2026-11-28 parked in BEAST: readable at once (they
         # are parked again, in the parked store, if their host has enough work).
         self.beast.unpark()
-        pending = self.urlseen.pending_tuples + len(self.beast)
+        pending = self.urlseen.pending_tuples + len(self.beast) + len(self.parked)
         # 0 only when nothing at all waits: URLs, STAR's tuples, undelivered merges
         self.stats.set_value("irl_sched/resumed_pending", pending + self.urlseen.pending_deliveries
                              + self.star.pending)  # fmt: skip
         if pending:
             logger.info(
-                "Resuming crawl from %(path)s: %(beast)d URLs queued in BEAST, %(urlseen)d "
-                "awaiting URLseen", {"path": self.path, "beast": len(self.beast),
-                                     "urlseen": self.urlseen.pending_tuples},
+                "Resuming crawl from %(path)s: %(beast)d URLs queued in BEAST, %(parked)d "
+                "parked, %(urlseen)d awaiting URLseen",
+                {"path": self.path, "beast": len(self.beast), "parked": len(self.parked),
+                 "urlseen": self.urlseen.pending_tuples},
                 extra={"spider": spider},
             )  # fmt: skip
 
@@ -602,6 +608,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
                 raise
         finally:
             self._shut_down()
+
+    def _close_beast(self) -> None:
+        self.beast.close()
+        self._beast_saved = True
 
     def _removed_at_exit(self) -> bool:
         """The process exits without closing the engine (``scrapy shell`` runs it in a
@@ -1016,5 +1026,6 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             len(self._direct)
             + self._ram_items()
             + len(self.beast)
+            + self.parked.available  # taken-back ones are counted in RAM
             + self.urlseen.pending_tuples
         )

@@ -24,13 +24,13 @@ from tests.scheduler.test_robots_expiry import RULES, done
 from tests.scheduler.test_scheduler_lifecycle import scheduler as new_scheduler
 
 
-def _open(tmp_path: Path, clock: FakeClock, *, tau_h: float, tau_s: float) -> Any:
+def _open(tmp_path: Path, clock: FakeClock, *, tau_h: float, tau_s: float, **extra: Any) -> Any:
     web = FakeWeb({f"http://{h}/robots.txt": (200, RULES) for h in ("a.test", "slow.test")})
     sched = new_scheduler(
         JOBDIR=str(tmp_path / "job"), ROBOTSTXT_OBEY=True, IRL_HOSTS_DIR=str(tmp_path / "hosts"),
         IRL_HOST_DELAY=tau_h, IRL_HOST_DELAY_MIN=tau_h, IRL_IP_DELAY=tau_s,
         IRL_IP_DELAY_MIN=tau_s, IRL_POLITENESS_MARGIN=0, IRL_IDLE_SAMPLE_INTERVAL=0,
-        IRL_ROBOTS_TTL=10_000,
+        IRL_ROBOTS_TTL=10_000, **extra,
     )  # fmt: skip
     robots = open_on_fake_clock(sched, clock, web.download)
     for host in ("a.test", "slow.test"):
@@ -148,3 +148,101 @@ def test_parked_urls_survive_a_graceful_stop_and_none_is_fetched_twice(tmp_path:
     assert sorted(served) == sorted(urls)
     assert again.counts["parked_again"] == 0
     _close(again, robots)
+
+
+def test_every_host_of_a_busy_ip_gets_its_turn(tmp_path: Path, clock):
+    # 20 hosts on one IP, more work than the IP can serve: taken back in key order
+    # alone, the first hosts took the IP's whole allowance at every tick (a review:
+    # 37 pages each for the first ten hosts, 1-4 for the last ten, in 400 s).
+    sched, robots = _open(tmp_path, clock, tau_h=10, tau_s=1)
+    hosts = [f"h{n:02d}.test" for n in range(20)]
+    for host in hosts:
+        sched._add_host(host, "10.0.0.2", None)
+        _enqueue(sched, host, 40)
+    served: list[str] = []
+    _crawl(sched, clock, 1000.0, 400, served)
+    per_host = [sum(1 for u in served if f"//{host}/" in u) for host in hosts]
+    assert min(per_host) >= 10, per_host
+    assert sched.counts["parked_again"] <= 20
+    _close(sched, robots)
+
+
+def test_a_back_off_on_a_busy_ip_does_not_park_the_same_urls_at_every_tick(tmp_path, clock):
+    # The parking test adds a host's back-off to its IP's backlog: 40 s of work on the
+    # IP plus a 30 s back-off parks a.test's URLs; taken back, they were parked again at
+    # every tick (a review: 185 in 10 ticks).
+    sched, robots = _open(tmp_path, clock, tau_h=1, tau_s=1)
+    _enqueue(sched, "slow.test", 45)
+    _enqueue(sched, "a.test", 1)
+    _crawl(sched, clock, 1000.0, 3, [])  # both robots.txt fetched, a few pages served
+    assert 38 <= sched.polite.ips["10.0.0.1"].queued <= 46
+    sched.polite.hosts["a.test"].not_before = 1033.0
+    _enqueue(sched, "a.test", 30)
+    for step in range(10):  # nothing is handed out: the IP's backlog stays
+        clock.now = 1003.0 + step
+        sched._fill()  # what next_request would load
+        sched._on_tick()
+    assert sched.counts["parked_backlog"] >= 30 and sched.counts["parked_again"] == 0
+    _close(sched, robots)
+
+
+def test_a_run_without_parking_takes_back_what_an_earlier_run_parked(tmp_path: Path, clock):
+    # IRL_RAM_BACKLOG_SECONDS = 0 parks nothing; the URLs an earlier run parked must
+    # still come back (the horizon of 0 gave them no room: a crawl that never ended).
+    sched, robots = _open(tmp_path, clock, tau_h=10, tau_s=1)
+    urls = _enqueue(sched, "a.test", 100)
+    served: list[str] = []
+    _crawl(sched, clock, 1000.0, 30, served)
+    assert len(sched.parked) > 50
+    _close(sched, robots, "shutdown")
+    again, robots = _open(tmp_path, clock, tau_h=0.1, tau_s=0.1, IRL_RAM_BACKLOG_SECONDS=0)
+    _crawl(again, clock, 2000.0, 150, served)
+    assert sorted(served) == sorted(urls) and not again.has_pending_requests()
+    _close(again, robots)
+
+
+def test_a_failed_beast_save_at_close_keeps_a_record_the_store_released(tmp_path, clock):
+    # A URL taken back and moved to a BEAST retry queue is released from the store; if
+    # BEAST's close then fails to save, the store must keep it (it was deleted, and the
+    # URL lost: a review with a full disk at close).
+    from scrapy_irl.scheduler.items import ParkedHeld
+
+    sched, robots = _open(tmp_path, clock, tau_h=10, tau_s=1)
+    _enqueue(sched, "a.test", 20)
+    _crawl(sched, clock, 1000.0, 5, [])
+    (key, host, record), = sched.parked.take("10.0.0.1", lambda name: 1, 1)
+    sched._wait_for_retry(host, [ParkedHeld(record, key)], 30.0, "robots")
+    assert sched.beast.retrying == 1
+
+    def full_disk() -> None:
+        raise OSError(28, "No space left on device")
+
+    sched.beast.save = sched.beast.close = full_disk
+    with pytest.raises(OSError, match="No space"):
+        _close(sched, robots, "shutdown")
+    again, robots = _open(tmp_path, clock, tau_h=10, tau_s=1)
+    assert record in [r for *_, r in again.parked.scan()]
+    _close(again, robots)
+
+
+def test_a_store_damaged_under_a_write_closes_the_crawl_instead_of_dropping_urls(tmp_path):
+    import plyvel
+
+    from scrapy_irl.exceptions import FrontierCorruptionError
+    from scrapy_irl.scheduler.parking import ParkedStore
+
+    store = ParkedStore(tmp_path / "p")
+    real = store._db
+
+    class Damaged:  # LevelDB reports background damage on the next write
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def write_batch(self, *args: Any, **kwargs: Any) -> Any:
+            raise plyvel.CorruptionError("Corruption: block checksum mismatch")
+
+    store._db = Damaged()
+    with pytest.raises(FrontierCorruptionError, match="parked store"):
+        store.park("ip", "a.test", b"r")
+    store._db = real
+    store.close()
