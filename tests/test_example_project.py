@@ -161,8 +161,10 @@ def test_a_resumed_jobdir_crawl_serves_simweb_on_the_same_port(tmp_path: Path) -
 
 
 def _resumed(log: str) -> str:
-    """The frontier a run resumed: "N URLs queued in BEAST, M awaiting URLseen"."""
-    match = re.search(r"Resuming crawl from .*?: (\d+ URLs queued in BEAST, \d+ awaiting URLseen)", log)
+    """The frontier a run resumed: "N URLs queued in BEAST, P parked, M awaiting URLseen"."""
+    match = re.search(
+        r"Resuming crawl from .*?: (\d+ URLs queued in BEAST, \d+ parked, \d+ awaiting URLseen)", log
+    )
     return match.group(1) if match else ""
 
 
