@@ -32,3 +32,12 @@ def origin_of(parts: SplitResult | ParseResult) -> str | None:
     if port is None or port == DEFAULT_PORTS.get(scheme):
         return f"{scheme}://{host}"
     return f"{scheme}://{host}:{port}"
+
+
+def origin_host(origin: str) -> str:
+    """The host of an origin from :func:`origin_of`, spelled as the politeness key
+    (:func:`scrapy_irl.scheduler.items.host_key`: an IPv6 literal without brackets)."""
+    rest = origin.partition("://")[2]
+    if rest.startswith("["):
+        return rest[1:rest.index("]")]
+    return rest.partition(":")[0]

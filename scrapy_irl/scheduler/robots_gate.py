@@ -23,7 +23,7 @@ from scrapy_irl.robots.middleware import (
     REFUSED_META,
     UNREACHABLE,
 )
-from scrapy_irl.robots.origin import HTTP_ORIGINS, origin_of
+from scrapy_irl.robots.origin import HTTP_ORIGINS, origin_host, origin_of
 from scrapy_irl.scheduler.items import (
     FRONTIER_FAILURES,
     Held,
@@ -97,13 +97,30 @@ class RobotsGate:
         waiting = self._robots_wait.get(origin)
         if self._park_if_backlogged(item, host, len(waiting) if waiting else 0):
             return
-        if waiting is None:
-            self._robots_wait[origin] = waiting = []
-        waiting.append(item)
-        self._waiting += 1
+        self._wait_for_robots(origin, item)
         if origin not in self._robots_fetching:
             self._robots_fetching.add(origin)
             self.polite.push(host, RobotsMarker(origin), front=True)
+
+    def _wait_for_robots(self, origin: str, item: Any) -> None:
+        """Hold ``item`` until ``origin``'s robots.txt is in, counted for its host (the
+        unparking allowance reads that count: :meth:`Unparking._robots_waiting`)."""
+        self._robots_wait.setdefault(origin, []).append(item)
+        self._waiting += 1
+        self._robots_waits_by_host[origin_host(origin)] += 1
+
+    def _robots_waits_end(self, origin: str) -> list[Any]:
+        """The items held for ``origin``'s robots.txt, no longer held."""
+        items = self._robots_wait.pop(origin, [])
+        if items:
+            self._waiting -= len(items)
+            name = origin_host(origin)
+            left = self._robots_waits_by_host[name] - len(items)
+            if left > 0:
+                self._robots_waits_by_host[name] = left
+            else:
+                self._robots_waits_by_host.pop(name, None)
+        return items
 
     def _note_crawl_delay(self, name: str, origin: str, cached: Any, *, fetched: bool = False) -> bool:
         """Take ``origin``'s Crawl-delay into its host's tau_h, once per origin (and again
@@ -328,8 +345,7 @@ class RobotsGate:
             self._robots_ends_held[origin] = host
         else:
             self._host_finished(host, now, count_for_host=False)
-        items = self._robots_wait.pop(origin, [])
-        self._waiting -= len(items)
+        items = self._robots_waits_end(origin)
         if self._closed:
             return
         cached = self.robots.cache.get(origin) if self.robots is not None else None

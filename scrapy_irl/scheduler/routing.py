@@ -202,9 +202,7 @@ class Routing:
                 items.append(item)
                 continue
             self._robots_fetching.discard(item.origin)
-            waiting = self._robots_wait.pop(item.origin, [])
-            self._waiting -= len(waiting)
-            items.extend(waiting)
+            items.extend(self._robots_waits_end(item.origin))
         return items
 
     def _wait_for_retry(self, host: str, items: list[Any], wait: float, why: str) -> None:

@@ -278,6 +278,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         self._held: dict[str, list[Any]] = {}
         self._held_due: dict[str, float] = {}
         self._robots_wait: dict[str, list[Any]] = {}
+        # how many of them each host has, over all its origins (ports, schemes)
+        self._robots_waits_by_host: Counter[str] = Counter()
         self._waiting = 0  # items in both wait lists (kept, not summed per hand-out)
         self._robots_fetching: set[str] = set()
         # Requests kept in RAM (not BEAST records) whose robots.txt was renewed in their
@@ -650,6 +652,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             for queued in waits.values():
                 items.extend(queued)
             waits.clear()
+        self._robots_waits_by_host.clear()
         self._held_due.clear()
         self._waiting = 0
         # Requests without a host waiting for URLseen's verdict are saved unchecked (at
@@ -779,8 +782,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
                 # heaps, and the page would follow it at once (no tau_s, no tau_h).
                 self.counts["robots_expired_in_queue"] += 1
                 self._mark_robots_refetched(item)
-                self._robots_wait.setdefault(stale, []).append(item)
-                self._waiting += 1
+                self._wait_for_robots(stale, item)
                 self._robots_fetching.add(stale)
                 self._fetch_robots(host, RobotsMarker(stale), renew=True)
                 continue

@@ -18,7 +18,7 @@ on disk here until released and BEAST has saved (its retry queues may hold it no
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy_irl.scheduler.items import Held, ParkedHeld
@@ -41,7 +41,7 @@ class Unparking:
     backlog_seconds: float
     ram_requests: int
     _dns_wait: dict[str, list[Any]]
-    _robots_wait: dict[str, list[Any]]
+    _robots_waits_by_host: Counter[str]
     _parked_ready: deque[str]
     _parked_tokens: list[Any]
     clock: Any
@@ -123,11 +123,11 @@ class Unparking:
         return fits
 
     def _robots_waiting(self, name: str) -> int:
-        """Items of the host waiting for its robots.txt on the default ports (they count
-        in the parking test: taken back, they would only be parked again)."""
-        spelled = f"[{name}]" if ":" in name else name
-        return sum(len(self._robots_wait.get(f"{scheme}://{spelled}", ()))
-                   for scheme in ("http", "https"))  # fmt: skip
+        """Items of the host waiting for a robots.txt, of any of its origins (they count
+        in the parking test: taken back, they would only be parked again). Until
+        2026-11-28 only the default ports' origins were counted: a host on another port
+        had its URLs taken back and parked again at every tick (396 in ``dev.py crawl``)."""
+        return self._robots_waits_by_host.get(name, 0)
 
     def _release_parked(self, item: ParkedHeld) -> None:
         self.parked.release(item.key)

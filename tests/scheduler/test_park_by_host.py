@@ -246,3 +246,47 @@ def test_a_store_damaged_under_a_write_closes_the_crawl_instead_of_dropping_urls
         store.park("ip", "a.test", b"r")
     store._db = real
     store.close()
+
+
+def test_urls_waiting_for_a_robots_txt_on_another_port_count_against_their_host(tmp_path, clock):
+    # A host served on a port other than 80 or 443 has its own origin: the unparking
+    # allowance counted only the default ports' robots.txt waits, so while its robots.txt
+    # was on the wire, the URLs it took back found the host full and were parked again
+    # at every tick (396 in one dev.py crawl, where simweb serves every host on a port).
+    from twisted.internet.defer import Deferred
+
+    robots_txt: Deferred = Deferred()
+    web = FakeWeb({"http://p.test:8080/robots.txt": robots_txt})
+    sched = new_scheduler(
+        JOBDIR=str(tmp_path / "job"), ROBOTSTXT_OBEY=True, IRL_HOSTS_DIR=str(tmp_path / "hosts"),
+        IRL_HOST_DELAY=10, IRL_HOST_DELAY_MIN=10, IRL_IP_DELAY=1, IRL_IP_DELAY_MIN=1,
+        IRL_POLITENESS_MARGIN=0, IRL_IDLE_SAMPLE_INTERVAL=0, IRL_ROBOTS_TTL=10_000,
+    )  # fmt: skip
+    robots = open_on_fake_clock(sched, clock, web.download)
+    sched._add_host("p.test", "10.0.0.1", None)
+    sched._next_forget = math.inf
+    urls = [f"http://p.test:8080/p{n}" for n in range(200)]
+    for url in urls:
+        sched.enqueue_request(Request(url, dont_filter=True))
+    served: list[str] = []
+    _crawl(sched, clock, 1000.0, 30, served)  # robots.txt is asked for, not answered
+    assert web.urls == ["http://p.test:8080/robots.txt"] and not served
+    assert sched.counts["parked_backlog"] >= 150
+    assert sched.counts["parked_again"] == 0, sched.counts["parked_again"]
+    assert sched._robots_waiting("p.test") == 6  # the horizon's 60 s at tau_h 10 s
+    robots_txt.callback((200, RULES))
+    _crawl(sched, clock, 1030.0, 100, served)
+    assert 9 <= len(served) <= 11 and len(set(served)) == len(served)
+    assert sched._robots_waiting("p.test") == 0
+    _close(sched, robots)
+
+
+def test_origin_host_spells_the_host_as_the_politeness_key():
+    from scrapy_irl.robots.origin import origin_host, origin_of
+    from scrapy_irl.scheduler.items import host_key
+    from scrapy_irl.scheduler.items import url_parts
+
+    for url in ("http://A.test:8080/x", "https://a.test/", "http://[::1]:81/", "http://[::1]/",
+                "http://127.0.0.1:9/", "https://xn--bcher-kva.test./"):  # fmt: skip
+        parts = url_parts(url)
+        assert origin_host(origin_of(parts)) == host_key(parts.hostname), url

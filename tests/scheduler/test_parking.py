@@ -131,6 +131,7 @@ def test_kill_9_after_park_keeps_the_record(tmp_path: Path) -> None:
     records = sorted(r for *_, r in store.scan())
     assert len(store) == 490 == len(records) and store.ips() == 7
     assert len(set(records)) == 490
+    assert store.counts_repaired == 0  # recounted (the run did not close): exact
     store.close()
 
 
@@ -162,3 +163,54 @@ def test_a_newer_format_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(FrontierCorruptionError, match="newer scrapy-irl"):
         ParkedStore(tmp_path / "p")
+
+
+def _unclean_stop(store: ParkedStore) -> None:
+    """Close LevelDB under the store, as a kill would leave it (the store never closed)."""
+    store._db.close()
+
+
+def test_counts_a_damaged_file_put_out_of_step_are_repaired_after_an_unclean_stop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import plyvel
+
+    store = ParkedStore(tmp_path / "p")
+    for n in range(30):
+        store.park("ip-a" if n % 2 else "ip-b", f"h{n % 3}.test", b"r%d" % n)
+    _unclean_stop(store)
+    db = plyvel.DB(str(tmp_path / "p"))
+    db.put(b"cip-a", (99).to_bytes(8, "big"))  # above its 15 records: the crawl never ended
+    db.delete(b"cip-b")  # below: its 15 records were never read
+    db.close()
+    with caplog.at_level("WARNING", logger="scrapy_irl.scheduler.parking"):
+        again = ParkedStore(tmp_path / "p")
+    assert again.counts_repaired == 2 and "2 IPs disagreed" in caplog.text
+    assert len(again) == 30 and sorted(again.ips_with_work(10)) == ["ip-a", "ip-b"]
+    for ip in ("ip-a", "ip-b"):
+        for key, _, _ in again.take(ip, lambda host: 100, limit=100):
+            again.release(key)
+    again.apply_releases()
+    assert len(again) == 0 and again.ips() == 0 and again.ips_with_work(10) == []
+    again.close()
+    third = ParkedStore(tmp_path / "p")  # the repair was written
+    assert len(third) == 0 and third.counts_repaired == 0
+    third.close()
+
+
+def test_a_clean_close_lets_the_next_open_trust_the_counts(tmp_path: Path) -> None:
+    import plyvel
+
+    store = ParkedStore(tmp_path / "p")
+    store.park("ip", "a.test", b"r")
+    store.close()
+    db = plyvel.DB(str(tmp_path / "p"))
+    assert db.get(b"m:open") is None  # closed cleanly: no scan of the records at open
+    db.close()
+    again = ParkedStore(tmp_path / "p")
+    assert len(again) == 1 and again.counts_repaired == 0
+    _unclean_stop(again)
+    db = plyvel.DB(str(tmp_path / "p"))
+    assert db.get(b"m:open") is not None  # the next open will recount
+    db.close()
+
