@@ -8,9 +8,10 @@ split into j new queues (j doubles, up to ``max_queues``) with budgets recompute
 that still do not fit form the new Q_F. Q_F is thus re-read at exponentially growing
 intervals, and nothing is discarded for budget reasons. When every queue is empty the
 cycle is fast-forwarded, and the split of Q_F starts at its smallest k, so the crawl
-always progresses. A record whose host or IP cannot take more work for a while is
-*parked* (:meth:`Beast.park`): kept on disk, out of :meth:`Beast.pop`'s reach, until the
-caller's next :meth:`Beast.unpark`. A record whose host waits for a retry of its DNS
+always progresses. The *parked* queue holds what a frontier written before 2026-11-28
+parked here for a backlog (the scheduler parks in :mod:`.parking` now): out of
+:meth:`Beast.pop`'s reach until :meth:`Beast.unpark`, which the scheduler calls once, at
+open. A record whose host waits for a retry of its DNS
 lookup or robots.txt fetch is parked apart (:meth:`Beast.park_for_retry`), in a queue of
 records due in the same time bucket (at most an eighth of the wait wide, at least 1 s),
 and comes back when its bucket is due (:meth:`Beast.release_retries`): not a whole unpark
@@ -400,7 +401,6 @@ class Beast:
         self.placed_in_qf = 0
         self.requeued = 0
         self.front_pushed = 0
-        self.parked_total = 0
         self.retry_parked_total = 0
         #: Records parked for a retry, one queue per due bucket: (bucket width, index)
         #: -> queue, due at width x index (the caller's clock). The due times are not
@@ -619,16 +619,6 @@ class Beast:
             self.placed_in_qf += 1
         self._append(target, entry)
 
-    def park(self, record: bytes) -> None:
-        """Hold a record back until the next :meth:`unpark` (its host or IP is backlogged).
-
-        Parked records are not read by :meth:`pop`, so a record that cannot be served
-        soon neither occupies RAM nor comes straight back; the caller unparks every so
-        many seconds. On re-reading they are placed like new URLs of their PLD (k = 0).
-        """
-        self.parked_total += 1
-        self._append(self.parked, _ENTRY.pack(1, 0) + record)
-
     def unpark(self) -> int:
         """Make everything parked so far for a backlog readable again (before the ring);
         returns how many. Records parked for a retry wait for :meth:`release_retries`."""
@@ -838,7 +828,7 @@ class Beast:
     def stats(self) -> dict[str, int]:
         out = {"j": self.j, "current": self.current + 1, "qf": self.qf.size, "queued": len(self),
                "rescans": self.rescans, "placed_in_qf": self.placed_in_qf,
-               "parked": self.parked.size, "parked_total": self.parked_total,
+               "parked": self.parked.size,
                "retrying": self.retrying, "retry_parked_total": self.retry_parked_total,
                "retry_buckets": len(self._retry_buckets),
                "front": self.front.size, "front_pushed": self.front_pushed}  # fmt: skip

@@ -10,7 +10,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scrapy_irl.exceptions import FrontierCorruptionError
-from scrapy_irl.scheduler.beast import Beast
+from scrapy_irl.scheduler.beast import _ENTRY, Beast
+
+
+def legacy_park(beast: Beast, record: bytes) -> None:
+    """Park as Beast.park did until 2026-11-28: frontiers of layout 1 and 2 hold such
+    queues, which a resume reads (the scheduler parks in the parked store now)."""
+    beast._append(beast.parked, _ENTRY.pack(1, 0) + record)
 
 
 def drain(beast: Beast, limit: int = 10_000) -> list[str]:
@@ -357,7 +363,7 @@ def test_parked_records_wait_for_unpark_and_are_read_before_the_ring(tmp_path):
     beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
     beast.push(b"ring", 1, 0)
     got = beast.pop()
-    beast.park(got[0])  # its host is backlogged: back to disk, out of pop()'s reach
+    legacy_park(beast, got[0])  # its host is backlogged: back to disk, out of pop()'s reach
     beast.done(got[1])
     beast.push(b"later", 1, 0)
     assert (len(beast), beast.readable, beast.parked.size) == (2, 1, 1)
@@ -366,13 +372,13 @@ def test_parked_records_wait_for_unpark_and_are_read_before_the_ring(tmp_path):
     assert beast.unpark() == 1 and beast.unpark() == 0
     beast.push(b"next", 1, 0)
     assert drain(beast) == ["ring", "next"]  # unparked first
-    assert len(beast) == 0 and beast.stats()["parked_total"] == 1
+    assert len(beast) == 0
 
 
 def test_records_parked_for_a_retry_come_back_when_their_bucket_is_due(tmp_path):
     beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
     assert beast.retry_due == float("inf")
-    beast.park(b"backlog")
+    legacy_park(beast, b"backlog")
     beast.park_for_retry(b"dns", 31.0, now=0.0)  # buckets of 2 s: due at 32
     beast.park_for_retry(b"robots", 10.0, now=0.0)  # buckets of 1 s: due at 10
     assert beast.retry_due == 10.0
@@ -389,7 +395,7 @@ def test_records_parked_for_a_retry_come_back_when_their_bucket_is_due(tmp_path)
 
 def test_records_parked_for_a_retry_survive_a_kill_and_are_read_at_the_restart(tmp_path):
     beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
-    beast.park(b"backlog")
+    legacy_park(beast, b"backlog")
     beast.park_for_retry(b"again", 500.0, now=0.0)
     beast.save()
     del beast  # kill -9: the due time is not saved; the record is
@@ -426,7 +432,7 @@ def test_a_state_of_a_version_without_the_retry_queue_opens(tmp_path):
     import zlib
 
     beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
-    beast.park(b"p")
+    legacy_park(beast, b"p")
     beast.save()
     del beast
     state = json.loads((tmp_path / "STATE").read_text())
@@ -442,10 +448,10 @@ def test_a_state_of_a_version_without_the_retry_queue_opens(tmp_path):
 def test_parked_and_unparked_queues_survive_a_kill(tmp_path):
     beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
     for name in (b"p1", b"p2", b"p3"):
-        beast.park(name)
+        legacy_park(beast, name)
     beast.save()
     assert beast.unpark() == 3
-    beast.park(b"p4")
+    legacy_park(beast, b"p4")
     first = beast.pop()
     assert first[0] == b"p1"  # taken, not finished: still owed after a kill
     beast.save()
@@ -623,7 +629,7 @@ def _random_operations_and_kills(directory, ops):
             name = sorted(held)[n % len(held)]
             token = held.pop(name)
             if op == "park":
-                beast.park(name.encode())
+                legacy_park(beast, name.encode())
                 pending[name] += 1
             elif op == "park_for_retry":
                 beast.park_for_retry(name.encode(), float(n), 0.0)
@@ -680,7 +686,7 @@ def test_a_record_parked_after_the_last_save_is_not_read_twice_after_a_kill(tmp_
     beast.push(b"a", 1, 0)
     beast.save()
     record, token = beast.pop()
-    beast.park(record)  # buffer_bytes=1: written at once
+    legacy_park(beast, record)  # buffer_bytes=1: written at once
     beast.done(token)
     del beast  # kill -9 before the next save
     again = Beast(tmp_path, initial_queues=2, max_queues=4, buffer_bytes=1, fsync=False)
