@@ -423,7 +423,7 @@ class Beast:
             self.current = 0
             self.qf = self._new_queue()
             self.front = self._new_queue()  # requeued at a graceful stop: read first
-            self.parked = self._new_queue()  # held back for a while (see park)
+            self.parked = self._new_queue()  # a legacy frontier's backlog (see unpark)
             self.save()
         else:
             try:

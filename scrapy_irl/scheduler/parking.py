@@ -20,10 +20,10 @@ reads, atomic write batches, and a log it recovers after a kill -9. Keys::
 
 The per-IP counts change in the same batch as the records, so they are exact after a
 crash, and an open after a clean close reads only them (one key per IP), not the records.
-After a run that did not close (``m:open`` still there: a kill, a crash, a lost disk),
-the open counts the records' keys (about 1 s per million) and repairs counts a damaged
-file made disagree with them: a count above its records kept a crawl open for ever, one
-below them left records that were never read.
+After a run that did not close cleanly (``m:open`` still there: a kill, a crash, or a
+write that failed, which may still have reached the disk), the open counts the records'
+keys (about 1.2 s per million) and repairs counts that disagree with them: a count above
+its records kept a crawl open for ever, one below them left records that were never read.
 
 A record handed back by :meth:`ParkedStore.take` stays on disk until the scheduler
 :meth:`release` s it and the next :meth:`apply_releases` (after BEAST's save, so a record
@@ -109,6 +109,7 @@ class ParkedStore:
         self._db: Any = _open(self.path)
         #: IPs whose count disagreed with their records at open (repaired)
         self.counts_repaired = 0
+        self._write_failed = False  # a write failed in this run: the next open recounts
         try:
             unclean = self._db.get(_OPEN_KEY) is not None
             self._epoch = self._start_epoch()
@@ -181,7 +182,7 @@ class ParkedStore:
         logger.warning(
             "%(path)s: the parked URL counts of %(n)d IPs disagreed with the URLs stored "
             "(%(ip)s: %(said)d counted, %(has)d stored), repaired; the last run did not close "
-            "cleanly and a file of the store was damaged",
+            "cleanly (a write that failed, or a damaged file)",
             {"path": self.path, "n": len(wrong), "ip": example,
              "said": self._by_ip.get(example, 0), "has": found.get(example, 0)},
         )  # fmt: skip
@@ -224,18 +225,20 @@ class ParkedStore:
         again): deleted in the same batch, so a kill leaves exactly one of the two."""
         self._seq += 1
         key = host_prefix(ip, host) + _SUFFIX.pack(self._epoch, self._seq)
+        changed: dict[str, int] = {}
         with self._writing():
             batch = self._db.write_batch()
             batch.put(key, record)
             if replaces is None:
-                self._add(batch, ip, 1)
+                self._add(batch, changed, ip, 1)
             else:
                 old_ip, _ = split_key(replaces)
                 batch.delete(replaces)
                 if old_ip != ip:  # its host moved to another address meanwhile
-                    self._add(batch, old_ip, -1)
-                    self._add(batch, ip, 1)
+                    self._add(batch, changed, old_ip, -1)
+                    self._add(batch, changed, ip, 1)
             batch.write()
+        self._apply_counts(changed)
         if replaces is not None:
             self._settle(replaces)
             self.reparked_total += 1
@@ -243,16 +246,25 @@ class ParkedStore:
             self._total += 1
         self.parked_total += 1
 
-    def _add(self, batch: Any, ip: str, delta: int) -> None:
-        count = self._by_ip.get(ip, 0) + delta
+    def _add(self, batch: Any, changed: dict[str, int], ip: str, delta: int) -> None:
+        """Write ``ip``'s count changed by ``delta`` into ``batch``; RAM follows only once
+        the batch is written (:meth:`_apply_counts`): a write that failed (a full disk)
+        left RAM's count off by its change, and the next write of the IP stored that."""
+        count = changed.get(ip, self._by_ip.get(ip, 0)) + delta
+        changed[ip] = count
         key = _COUNT + ip.encode("utf-8", "surrogatepass")
         if count > 0:
-            self._by_ip[ip] = count
             batch.put(key, _U64.pack(count))
         else:
-            self._by_ip.pop(ip, None)
-            self._ip_cursor.pop(ip, None)
             batch.delete(key)
+
+    def _apply_counts(self, changed: dict[str, int]) -> None:
+        for ip, count in changed.items():
+            if count > 0:
+                self._by_ip[ip] = count
+            else:
+                self._by_ip.pop(ip, None)
+                self._ip_cursor.pop(ip, None)
 
     def release(self, key: bytes) -> None:
         """The out record ``key`` left RAM for good (fetched, dropped, moved to BEAST): it is
@@ -263,13 +275,16 @@ class ParkedStore:
         """Delete the released records (call after BEAST's save: see the module docstring)."""
         if not self._releases:
             return 0
-        keys, self._releases = self._releases, []
+        keys = self._releases
+        changed: dict[str, int] = {}
         with self._writing():
             batch = self._db.write_batch()
             for key in keys:
                 batch.delete(key)
-                self._add(batch, split_key(key)[0], -1)
+                self._add(batch, changed, split_key(key)[0], -1)
             batch.write()
+        self._releases = []  # (kept for the next try if the write failed)
+        self._apply_counts(changed)
         for key in keys:
             self._settle(key)
         self._total -= len(keys)
@@ -306,7 +321,13 @@ class ParkedStore:
         try:
             yield
         except plyvel.CorruptionError as exc:  # (plyvel.IOError is an OSError: a disk error)
+            self._write_failed = True
             raise _damaged(self.path, exc) from exc
+        except BaseException:
+            # A failed write may still reach the disk (an error while syncing the log):
+            # the close then keeps m:open, so the next open recounts.
+            self._write_failed = True
+            raise
 
     # -- reads -------------------------------------------------------------------------------
     def ips_with_work(self, limit: int) -> list[str]:
@@ -407,8 +428,9 @@ class ParkedStore:
         try:
             if apply_releases:
                 self.apply_releases()
-            with self._writing():
-                self._db.delete(_OPEN_KEY, sync=self.fsync)  # the counts are exact
+            if not self._write_failed:
+                with self._writing():
+                    self._db.delete(_OPEN_KEY, sync=self.fsync)  # the counts are exact
         finally:
             self._db.close()
 
