@@ -75,11 +75,12 @@ class Unparking:
         self._parked_ready = deque(self.parked.ips_with_work(SWEEP_IPS))
         return self._drain_ready()
 
-    def _drain_ready(self) -> int:
-        """Take back records of the IPs the last sweep found, while RAM has room."""
+    def _drain_ready(self, limit: int = 1 << 30) -> int:
+        """Take back records of the IPs the last sweep found, while RAM has room (at
+        most ``limit``)."""
         brought = 0
         while self._parked_ready:
-            room = self.ram_requests - self._ram_items()
+            room = min(self.ram_requests - self._ram_items(), limit - brought)
             if room <= 0:
                 break  # the IP stays first in line for the next load
             brought += self._take_back(self._parked_ready.popleft(), room)

@@ -1,0 +1,53 @@
+"""One call of the scheduler's lazy loading moves at most FILL_SLICE records into RAM,
+and asks the engine to call again while RAM has room: a resume loaded all 5 000 in one
+call, and the reactor stood still for 2 s before the first request (2026-11-28)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from scrapy import Request
+
+from scrapy_irl.scheduler.scheduler import FILL_SLICE
+from tests.robots.fakes import FakeClock, FakeWeb
+from tests.scheduler.fake_clock import open_on_fake_clock
+from tests.scheduler.test_scheduler_lifecycle import scheduler
+
+
+class WakeLog:
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+
+    def wake_at(self, when: float) -> None:
+        self.asked.append(when)
+
+    def cancel(self) -> None:
+        pass
+
+
+def test_a_fill_moves_one_slice_and_asks_to_be_called_again(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    sched = scheduler(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
+                      ROBOTSTXT_OBEY=True, IRL_FRONTIER_RAM_REQUESTS=5000,
+                      IRL_RAM_BACKLOG_SECONDS=0)  # fmt: skip
+    robots = open_on_fake_clock(sched, clock, FakeWeb().download)
+    sched._next_forget = math.inf
+    for n in range(50):
+        sched._add_host(f"h{n}.example", f"10.0.1.{n}", None)
+    total = 3 * FILL_SLICE + 10
+    for i in range(total):
+        sched.enqueue_request(Request(f"http://h{i % 50}.example/p{i}"))
+    sched.urlseen.merge()
+    sched.star.flush()
+    assert sched.beast.readable == total and sched._ram_items() == 0
+    sched.waker = wake = WakeLog()
+    sched._fill()
+    assert sched.beast.readable == total - FILL_SLICE and wake.asked == [clock.now]
+    assert FILL_SLICE <= sched._ram_items() <= FILL_SLICE + 50  # (+ robots.txt markers)
+    for _ in range(3):
+        sched._fill()
+    assert sched.beast.readable == 0 and sched._ram_items() >= total
+    assert len(wake.asked) == 3  # none once BEAST had nothing more to give
+    sched.close("finished")
+    robots._spider_closed()
