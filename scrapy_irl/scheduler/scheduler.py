@@ -90,7 +90,7 @@ from scrapy_irl.scheduler.start_log import FILENAME as START_LOG
 from scrapy_irl.scheduler.start_log import PolitenessMemory, StartLog
 from scrapy_irl.scheduler.tracking import HandoutTracking
 from scrapy_irl.scheduler.traps import PathTrapRule
-from scrapy_irl.scheduler.unparking import Unparking
+from scrapy_irl.scheduler.unparking import FILL_SLICE, Unparking
 from scrapy_irl.scheduler.urlnorm import SessionStripper
 from scrapy_irl.scheduler.waker import EngineWaker
 
@@ -103,11 +103,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Records one :meth:`IrlScheduler._fill` moves into RAM at most (parked ones taken back
-#: included); a fuller RAM waits for the engine's next call, asked for at once. Each costs
-#: 0.1-0.4 ms (DNS and robots.txt cache reads, cold at a resume): a resume loaded its
-#: 5 000 in one call, and the reactor stood still for 2 s (2026-11-28).
-FILL_SLICE = 256
 #: Forced merges wait at least this many times the last one's duration (see _idle_merge_gap).
 IDLE_MERGE_COST_FACTOR = 4.0
 #: Largest factor the gap between forced merges grows by while they feed nothing to RAM.
@@ -893,10 +888,11 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
                     self._queue_direct(request, held)
                     continue
             self._route(held, host)
-        if slice_left <= 0 and self._ram_items() < self.ram_requests and (
+        if slice_left < FILL_SLICE and self._ram_items() < self.ram_requests and (
             self.beast.readable or self._parked_ready
         ):
-            self.waker.wake_at(self.clock())  # RAM has room for more: the next call loads it
+            # this call made progress and RAM has room for more: the next call loads it
+            self.waker.wake_at(self.clock())
         self._note_ram_peak()
 
     def _note_ram_peak(self) -> None:

@@ -51,3 +51,32 @@ def test_a_fill_moves_one_slice_and_asks_to_be_called_again(tmp_path: Path) -> N
     assert len(wake.asked) == 3  # none once BEAST had nothing more to give
     sched.close("finished")
     robots._spider_closed()
+
+
+def test_the_ticks_sweep_takes_back_one_slice_at_most(tmp_path: Path) -> None:
+    # A review: the tick's sweep of the parked store drained without the slice, so a
+    # resume's first tick could still move a whole RAM's worth in one reactor turn.
+    clock = FakeClock(1000.0)
+    sched = scheduler(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
+                      ROBOTSTXT_OBEY=True, IRL_FRONTIER_RAM_REQUESTS=5000,
+                      IRL_RAM_BACKLOG_SECONDS=0)  # fmt: skip
+    robots = open_on_fake_clock(sched, clock, FakeWeb().download)
+    sched._next_forget = math.inf
+    total = 4 * FILL_SLICE
+    for i in range(total):
+        sched.enqueue_request(Request(f"http://127.0.0.9/p{i}"))
+    sched.urlseen.merge()
+    sched.star.flush()
+    while (got := sched.beast.pop()) is not None:  # what a resume finds: all parked
+        sched.parked.park("127.0.0.9", "127.0.0.9", got[0])
+        sched.beast.done(got[1])
+    assert sched.beast.readable == 0 and sched.parked.available == total
+    sched.waker = wake = WakeLog()
+    assert sched._sweep_parked() == FILL_SLICE
+    sched._fill()  # the tick's next step; more for the IP than a slice: asks for a call
+    assert sched.parked.out == 2 * FILL_SLICE and wake.asked
+    for _ in range(4):
+        sched._fill()
+    assert sched.parked.out == total
+    sched.close("finished")
+    robots._spider_closed()
