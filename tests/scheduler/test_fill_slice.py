@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from scrapy import Request
 
@@ -26,20 +27,29 @@ class WakeLog:
         pass
 
 
-def test_a_fill_moves_one_slice_and_asks_to_be_called_again(tmp_path: Path) -> None:
-    clock = FakeClock(1000.0)
+def _open(tmp_path: Path, clock: FakeClock) -> tuple[Any, Any]:
     sched = scheduler(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
                       ROBOTSTXT_OBEY=True, IRL_FRONTIER_RAM_REQUESTS=5000,
                       IRL_RAM_BACKLOG_SECONDS=0)  # fmt: skip
     robots = open_on_fake_clock(sched, clock, FakeWeb().download)
-    sched._next_forget = math.inf
+    sched._next_forget = math.inf  # the hosts stay (this fake has no DNS to ask)
+    return sched, robots
+
+
+def _to_beast(sched: Any) -> None:
+    sched.urlseen.merge()  # through URLseen ...
+    sched.star.flush()  # ... and STAR into BEAST
+
+
+def test_a_fill_moves_one_slice_and_asks_to_be_called_again(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    sched, robots = _open(tmp_path, clock)
     for n in range(50):
         sched._add_host(f"h{n}.example", f"10.0.1.{n}", None)
     total = 3 * FILL_SLICE + 10
     for i in range(total):
         sched.enqueue_request(Request(f"http://h{i % 50}.example/p{i}"))
-    sched.urlseen.merge()
-    sched.star.flush()
+    _to_beast(sched)
     assert sched.beast.readable == total and sched._ram_items() == 0
     sched.waker = wake = WakeLog()
     sched._fill()
@@ -57,16 +67,11 @@ def test_the_ticks_sweep_takes_back_one_slice_at_most(tmp_path: Path) -> None:
     # A review: the tick's sweep of the parked store drained without the slice, so a
     # resume's first tick could still move a whole RAM's worth in one reactor turn.
     clock = FakeClock(1000.0)
-    sched = scheduler(JOBDIR=str(tmp_path / "job"), IRL_HOSTS_DIR=str(tmp_path / "hosts"),
-                      ROBOTSTXT_OBEY=True, IRL_FRONTIER_RAM_REQUESTS=5000,
-                      IRL_RAM_BACKLOG_SECONDS=0)  # fmt: skip
-    robots = open_on_fake_clock(sched, clock, FakeWeb().download)
-    sched._next_forget = math.inf
+    sched, robots = _open(tmp_path, clock)
     total = 4 * FILL_SLICE
     for i in range(total):
         sched.enqueue_request(Request(f"http://127.0.0.9/p{i}"))
-    sched.urlseen.merge()
-    sched.star.flush()
+    _to_beast(sched)
     while (got := sched.beast.pop()) is not None:  # what a resume finds: all parked
         sched.parked.park("127.0.0.9", "127.0.0.9", got[0])
         sched.beast.done(got[1])
