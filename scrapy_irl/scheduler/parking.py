@@ -186,18 +186,11 @@ class ParkedStore:
             {"path": self.path, "n": len(wrong), "ip": example,
              "said": self._by_ip.get(example, 0), "has": found.get(example, 0)},
         )  # fmt: skip
+        repaired = {ip: found.get(ip, 0) for ip in wrong}
         with self._db.write_batch(sync=self.fsync) as batch:
-            for ip in wrong:
-                key = _COUNT + ip.encode("utf-8", "surrogatepass")
-                if found.get(ip):
-                    batch.put(key, _U64.pack(found[ip]))
-                else:
-                    batch.delete(key)
-        for ip in wrong:
-            if found.get(ip):
-                self._by_ip[ip] = found[ip]
-            else:
-                self._by_ip.pop(ip, None)
+            for ip, count in repaired.items():
+                _write_count(batch, ip, count)
+        self._apply_counts(repaired)
         self.counts_repaired = len(wrong)
 
     # -- sizes -------------------------------------------------------------------------------
@@ -252,11 +245,7 @@ class ParkedStore:
         left RAM's count off by its change, and the next write of the IP stored that."""
         count = changed.get(ip, self._by_ip.get(ip, 0)) + delta
         changed[ip] = count
-        key = _COUNT + ip.encode("utf-8", "surrogatepass")
-        if count > 0:
-            batch.put(key, _U64.pack(count))
-        else:
-            batch.delete(key)
+        _write_count(batch, ip, count)
 
     def _apply_counts(self, changed: dict[str, int]) -> None:
         for ip, count in changed.items():
@@ -433,6 +422,15 @@ class ParkedStore:
                     self._db.delete(_OPEN_KEY, sync=self.fsync)  # the counts are exact
         finally:
             self._db.close()
+
+
+def _write_count(batch: Any, ip: str, count: int) -> None:
+    """Put ``ip``'s record count into ``batch`` (its key deleted at 0)."""
+    key = _COUNT + ip.encode("utf-8", "surrogatepass")
+    if count > 0:
+        batch.put(key, _U64.pack(count))
+    else:
+        batch.delete(key)
 
 
 def _open(path: Path) -> Any:

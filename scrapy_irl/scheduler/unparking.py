@@ -80,7 +80,7 @@ class Unparking:
         self._parked_ready = deque(self.parked.ips_with_work(SWEEP_IPS))
         return self._drain_ready(FILL_SLICE)  # (a review: unbounded, a resume's first tick stood still)
 
-    def _drain_ready(self, limit: int = 1 << 30) -> int:
+    def _drain_ready(self, limit: int) -> int:
         """Take back records of the IPs the last sweep found, while RAM has room (at
         most ``limit``)."""
         brought = 0
@@ -135,7 +135,8 @@ class Unparking:
         """Items of the host waiting for a robots.txt, of any of its origins (they count
         in the parking test: taken back, they would only be parked again). Until
         2026-11-28 only the default ports' origins were counted: a host on another port
-        had its URLs taken back and parked again at every tick (396 in ``dev.py crawl``)."""
+        had its URLs taken back and parked again at every tick while its robots.txt was
+        on the wire (174 in 30 s in ``test_park_by_host.py``)."""
         return self._robots_waits_by_host.get(name, 0)
 
     def _release_parked(self, item: ParkedHeld) -> None:

@@ -77,6 +77,18 @@ def _enqueue(sched: Any, host: str, count: int) -> list[str]:
     return urls
 
 
+def _park_then_stop(tmp_path: Path, clock: FakeClock, seconds: int) -> tuple[list[str], list[str]]:
+    """Crawl 100 URLs of one host at tau_h 10 s for ``seconds``, then stop gracefully:
+    most of them are parked. Returns (the URLs, those served)."""
+    sched, robots = _open(tmp_path, clock, tau_h=10, tau_s=1)
+    urls = _enqueue(sched, "a.test", 100)
+    served: list[str] = []
+    _crawl(sched, clock, 1000.0, seconds, served)
+    assert len(sched.parked) > 50  # most of them are parked
+    _close(sched, robots, "shutdown")
+    return urls, served
+
+
 def test_a_parked_url_is_read_back_about_once_not_every_interval(tmp_path: Path, clock):
     sched, robots = _open(tmp_path, clock, tau_h=10, tau_s=1)
     urls = _enqueue(sched, "a.test", 300)
@@ -136,12 +148,7 @@ def test_a_host_whose_delay_drops_gets_its_parked_urls_sooner(tmp_path: Path, cl
 
 
 def test_parked_urls_survive_a_graceful_stop_and_none_is_fetched_twice(tmp_path: Path, clock):
-    sched, robots = _open(tmp_path, clock, tau_h=10, tau_s=1)
-    urls = _enqueue(sched, "a.test", 100)
-    served: list[str] = []
-    _crawl(sched, clock, 1000.0, 120, served)
-    assert len(sched.parked) > 50  # most of them are parked
-    _close(sched, robots, "shutdown")
+    urls, served = _park_then_stop(tmp_path, clock, seconds=120)
     again, robots = _open(tmp_path, clock, tau_h=0.1, tau_s=0.1)
     assert len(again.parked) + len(again.beast) == len(urls) - len(served)
     # the first tick takes back what the host has room for (all: tau_h is 0.1 s now);
@@ -191,12 +198,7 @@ def test_a_back_off_on_a_busy_ip_does_not_park_the_same_urls_at_every_tick(tmp_p
 def test_a_run_without_parking_takes_back_what_an_earlier_run_parked(tmp_path: Path, clock):
     # IRL_RAM_BACKLOG_SECONDS = 0 parks nothing; the URLs an earlier run parked must
     # still come back (the horizon of 0 gave them no room: a crawl that never ended).
-    sched, robots = _open(tmp_path, clock, tau_h=10, tau_s=1)
-    urls = _enqueue(sched, "a.test", 100)
-    served: list[str] = []
-    _crawl(sched, clock, 1000.0, 30, served)
-    assert len(sched.parked) > 50
-    _close(sched, robots, "shutdown")
+    urls, served = _park_then_stop(tmp_path, clock, seconds=30)
     again, robots = _open(tmp_path, clock, tau_h=0.1, tau_s=0.1, IRL_RAM_BACKLOG_SECONDS=0)
     _crawl(again, clock, 2000.0, 150, served)
     assert sorted(served) == sorted(urls) and not again.has_pending_requests()
