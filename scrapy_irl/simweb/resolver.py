@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +133,10 @@ class SimwebResolver(CachingThreadedResolver):
 
 
 def write_config(config: WebConfig, path: str | Path) -> None:
-    """Write the JSON file ``IRL_SIMWEB_CONFIG`` points at."""
-    Path(path).write_text(
-        json.dumps(json.loads(config.to_json()), indent=1) + "\n", encoding="utf-8"
-    )
+    """Write the JSON file ``IRL_SIMWEB_CONFIG`` points at, whole or not at all: written
+    beside it, then renamed, so a reader that waits for the file to exist never reads
+    it half written (a test harness did, once: JSONDecodeError, 2026-11-28)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(json.loads(config.to_json()), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -112,3 +112,25 @@ def test_scrapy_crawl_through_resolver_reaches_server(
     assert 0 < result["robots_fetches"] <= stats["robotstxt/request_count"]
     assert result["robots_violations"] == 0  # Scrapy's robots middleware obeys
     assert result["requests"] == len(read_log(simweb.log_path)[1])
+
+
+def test_the_config_file_appears_whole(tmp_path: Path, monkeypatch) -> None:
+    # A harness waits for the file to exist, then reads it: written in place, it was
+    # once read empty (JSONDecodeError in tests/test_benchmark_kill_resume.py).
+    import os
+
+    from scrapy_irl.simweb import resolver
+
+    target = tmp_path / "web.json"
+    seen: list[bool] = []
+    real_replace = os.replace
+
+    def replace(src, dst):  # the moment the file appears under its name
+        seen.append(target.exists())
+        assert json.loads(Path(src).read_text(encoding="utf-8"))["seed"] == 5
+        real_replace(src, dst)
+
+    monkeypatch.setattr(resolver.os, "replace", replace)
+    write_config(WebConfig.sized("tiny", seed=5), target)
+    assert seen == [False] and json.loads(target.read_text(encoding="utf-8"))["seed"] == 5
+    assert [p.name for p in tmp_path.iterdir()] == ["web.json"]
