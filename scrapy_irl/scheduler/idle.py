@@ -12,6 +12,12 @@ Two numbers, because a busy reactor always needs a moment to run the engine's ne
 * ``idle_while_due``: instants with a free slot and due work (reaction time included);
 * ``stalled``: such instants after which nothing at all was handed out for ``confirm``
   seconds while the state persisted: the downloader really stood idle next to due work.
+
+Neither sees a reactor that stands still: a sample due meanwhile is skipped, not taken
+late (Twisted's ``LoopingCall``). So the meter also times its own lateness: a gap of more
+than two periods between samples is a *pause* of the reactor thread (a long merge, a slow
+callback) of the gap less one period, during which no request was handed out and no
+response was read.
 """
 
 from __future__ import annotations
@@ -37,11 +43,18 @@ class IdleMeter:
     due: int = 0
     idle_while_due: int = 0
     stalled: int = 0
+    interval: float = 0.0  # the sampling period; 0: pauses are not timed
+    pauses: int = 0
+    paused_seconds: float = 0.0
+    longest_pause: float = 0.0
+    _last_sample: float | None = None
 
     def sample(self, now: float) -> bool:
         """Take one sample; True when the downloader idled while work was due."""
         if not self.active():
+            self._last_sample = None  # a stretch not sampled on purpose is no pause
             return False
+        self._time_pause(now)
         self.samples += 1
         free = self.free_slot()
         due = self.work_due(now)
@@ -53,6 +66,17 @@ class IdleMeter:
             if self.call_later is not None:
                 self.call_later(self.confirm, self._confirm, self.handouts(), now)
         return idle
+
+    def _time_pause(self, now: float) -> None:
+        last, self._last_sample = self._last_sample, now
+        if last is None or self.interval <= 0:
+            return
+        gap = now - last
+        if gap > 2 * self.interval:
+            pause = gap - self.interval
+            self.pauses += 1
+            self.paused_seconds += pause
+            self.longest_pause = max(self.longest_pause, pause)
 
     def _confirm(self, handouts_then: int, sampled_at: float) -> None:
         # the recheck runs when the reactor gets to it, possibly well after ``confirm``

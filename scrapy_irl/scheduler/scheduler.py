@@ -457,6 +457,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         if self.idle_sample_interval > 0:
             self.idle.call_later = reactor.callLater  # type: ignore[attr-defined]
             self.idle.confirm = min(0.05, self.idle_sample_interval / 2)
+            self.idle.interval = self.idle_sample_interval
             self._idle_loop = task.LoopingCall(self._sample_idle)
             self._idle_loop.start(self.idle_sample_interval, now=False)
         self._warn_about_fighting_settings(settings)

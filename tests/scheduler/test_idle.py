@@ -78,3 +78,36 @@ def test_a_late_recheck_looks_at_the_time_it_runs() -> None:
     meter.sample(clock.seconds())
     clock.advance(0.3)  # a busy reactor runs the recheck late: work is due then
     assert meter.stalled == 1
+
+
+def test_a_reactor_that_stood_still_is_timed_as_a_pause() -> None:
+    """LoopingCall skips the samples a blocked reactor missed: the meter times the gap."""
+    clock = task.Clock()
+    meter = IdleMeter(lambda now: False, lambda: True, lambda: 0, interval=0.1)
+    loop = task.LoopingCall(lambda: meter.sample(clock.seconds()))
+    loop.clock = clock
+    loop.start(0.1, now=False)
+    clock.pump([0.1] * 10)  # on time: no pause
+    assert (meter.samples, meter.pauses) == (10, 0)
+    clock.advance(0.1 + 0.001)  # late by a millisecond: jitter, not a pause
+    clock.advance(2.5)  # a 2.5 s merge: one late sample instead of 25
+    clock.pump([0.1] * 5)
+    loop.stop()
+    assert meter.samples == 17
+    assert meter.pauses == 1
+    assert 2.3 < meter.longest_pause < 2.6 and meter.paused_seconds == meter.longest_pause
+
+
+def test_a_stretch_not_sampled_on_purpose_is_no_pause() -> None:
+    running = [True]
+    meter = IdleMeter(lambda now: False, lambda: True, lambda: 0,
+                      active=lambda: running[0], interval=0.1)  # fmt: skip
+    meter.sample(0.0)
+    running[0] = False  # the spider closes: no samples for 10 s
+    meter.sample(5.0)
+    running[0] = True
+    meter.sample(10.0)
+    meter.sample(10.1)
+    assert (meter.samples, meter.pauses) == (3, 0)
+    meter.sample(11.1)
+    assert meter.pauses == 1 and abs(meter.paused_seconds - 0.9) < 1e-9
