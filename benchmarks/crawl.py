@@ -75,8 +75,8 @@ ROWS = (
     ("top-50 PLDs with >= 10 pages", "top_coverage"),
     ("downloader stalled, work due", "stalled_while_due"),
     ("instants with due work waiting", "idle_while_due"),
-    ("reactor paused, seconds", "reactor_paused_s"),
-    ("longest reactor pause, seconds", "reactor_longest_pause_s"),
+    ("reactor paused, seconds", "reactor_pause_s"),
+    ("longest reactor pause, seconds", "reactor_pause_max_s"),
     ("peak RSS MiB", "peak_rss_mib"),
 )
 
@@ -101,8 +101,8 @@ def run(name: str, settings: dict, args: argparse.Namespace, tau_h: float, tau_s
     # sampled by the IRL scheduler (IRL_IDLE_SAMPLE_INTERVAL); stock has no such meter
     result["idle_while_due"] = stats.get("irl_sched/idle/idle_while_due_share")
     result["stalled_while_due"] = stats.get("irl_sched/idle/stalled_share")
-    result["reactor_paused_s"] = stats.get("irl_sched/idle/reactor_paused_seconds")
-    result["reactor_longest_pause_s"] = stats.get("irl_sched/idle/reactor_longest_pause_seconds")
+    result["reactor_pause_s"] = stats.get("irl_sched/idle/reactor_pause_seconds")
+    result["reactor_pause_max_s"] = stats.get("irl_sched/idle/reactor_pause_max_seconds")
     # the crawl process's own VmHWM: memusage/max also counts the RSS this parent had
     # when it spawned the crawl (see simweb_spider.peak_rss_bytes)
     peak = stats.get("process/peak_rss_bytes") or stats.get("memusage/max", 0)

@@ -50,8 +50,8 @@ class StatsReporting:
             s(f"{STAT}/idle/stalled", self.idle.stalled)
             s(f"{STAT}/idle/stalled_share", round(self.idle.stalled_share, 4))
             s(f"{STAT}/idle/reactor_pauses", self.idle.pauses)
-            s(f"{STAT}/idle/reactor_paused_seconds", round(self.idle.paused_seconds, 3))
-            s(f"{STAT}/idle/reactor_longest_pause_seconds", round(self.idle.longest_pause, 3))
+            s(f"{STAT}/idle/reactor_pause_seconds", round(self.idle.paused_seconds, 3))
+            s(f"{STAT}/idle/reactor_pause_max_seconds", round(self.idle.longest_pause, 3))
 
     def _log_top_plds(self) -> None:
         top = self.star.top(self.top_plds)
