@@ -9,8 +9,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from tests.loopback_site import loopback_site
+from tests.loopback_site import RobotsHandler, _Server, loopback_site, send_answer, send_body, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,3 +139,48 @@ def test_scrapy_shell_fetches_a_url_with_a_session_id_as_given(tmp_path: Path) -
         proc = scrapy(root, "shell", "-c", "(response.status, response.url)", url, timeout=45)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f", {url!r})" in proc.stdout  # (the site ignores the query: any status)
+
+
+def flaky_robots_site(failures: int) -> Any:
+    """The loopback site whose ``/robots.txt`` answers 503 ``failures`` times, then 200."""
+
+    class FlakyRobots(RobotsHandler):
+        def send_robots(self) -> None:
+            if self.server.hits["/robots.txt"] <= failures:
+                send_answer(self, 503, b"try later")
+                return
+            send_body(self, b"User-agent: *\nAllow: /\n", content_type="text/plain")
+
+    server = _Server(8)
+    server.RequestHandlerClass = FlakyRobots
+    return serving(server)
+
+
+def test_scrapy_shell_gets_its_response_after_robots_txt_recovers(tmp_path: Path) -> None:
+    """A page whose robots.txt failed waits for the re-fetch parked on disk; the gate
+    had taken the shell's own request object out of the live table to look at it, so the
+    page came back rebuilt from its record, without the shell's callback: the response
+    went to the default spider's ``parse`` and the shell waited for ever (a user probe)."""
+    root = project(tmp_path, "IRL_ROBOTS_RETRY_DELAY = 0.5\n")
+    with flaky_robots_site(2) as site:
+        proc = scrapy(root, "shell", "-c", "(response.status, response.url)",
+                      f"{site.base_url}/page/1", timeout=45)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"(200, '{site.base_url}/page/1')" in proc.stdout
+    assert site.hits["/robots.txt"] == 3 and site.hits["/page/1"] == 1
+    assert "NotImplementedError" not in proc.stderr
+
+
+def test_scrapy_shell_returns_when_robots_txt_stays_unreachable(tmp_path: Path) -> None:
+    """Past IRL_ROBOTS_UNREACHABLE_RETRIES the page is refused; the refusal must fail the
+    shell's own request (it failed a rebuilt copy, and the shell waited for ever). The
+    shell then returns without a response, as it does for any failed fetch."""
+    root = project(tmp_path, "IRL_ROBOTS_RETRY_DELAY = 0.5\nIRL_ROBOTS_RETRY_MAX_DELAY = 1\n"
+                             "IRL_ROBOTS_UNREACHABLE_RETRIES = 1\n")  # fmt: skip
+    with flaky_robots_site(100) as site:
+        proc = scrapy(root, "shell", "-c", "response", f"{site.base_url}/page/1", timeout=45)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "None"  # no response, as for any failure
+    assert "robots.txt of <GET " + site.base_url + "/page/1> is unreachable" in proc.stderr
+    assert site.hits["/robots.txt"] == 2 and site.hits["/page/1"] == 0
+    assert site.hits["/page/1"] == 0

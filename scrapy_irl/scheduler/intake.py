@@ -174,7 +174,7 @@ class Intake:
         source = str(sources[-1])
         return (self.strip_session(source) or source) == stripped
 
-    def _request_of(self, record: bytes) -> Request:
+    def _request_of(self, record: bytes, *, take: bool = True) -> Request:
         """The request a record was written from, if its caller still holds that object
         (as Scrapy's memory queues hand out the very object enqueued); else rebuilt.
 
@@ -182,8 +182,15 @@ class Intake:
         that delivers the response to the console, on that object: a rebuilt copy has no
         such callback, so every shell fetch hung. Usually nothing holds a request once it
         is enqueued, and its entry goes with it; each entry serves one hand-out.
+        ``take=False``: only a look (a gate that may still hold or queue the record); the
+        entry stays for the hand-out, which :meth:`_queue_direct` and ``_pop`` take.
         """
-        request = self._live.pop(record, None) if self._live else None
+        if not self._live:
+            request = None
+        elif take:
+            request = self._live.pop(record, None)
+        else:
+            request = self._live.get(record)
         if request is not None:
             return request
         return self.codec.decode(record_blob(record))

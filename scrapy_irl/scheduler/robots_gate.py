@@ -180,7 +180,7 @@ class RobotsGate:
     def _refuse_for_crawl_delay(self, host: str, item: Any) -> None:
         """Refuse ``item``: its origin's Crawl-delay is above IRL_CRAWL_DELAY_MAX. A
         request that asks to skip robots.txt (``dont_obey_robotstxt``) is queued anyway."""
-        request = item if isinstance(item, Request) else self._decode_or_drop(item)
+        request = item if isinstance(item, Request) else self._decode_or_drop(item, take=False)
         if request is None:
             return
         if request.meta.get("dont_obey_robotstxt"):
@@ -214,7 +214,8 @@ class RobotsGate:
         if cached.allowed(url, user_agent):
             self._queue_allowed(host, item, front=front)
             return
-        request = item if isinstance(item, Request) else self._decode_or_drop(item)
+        # a look only: a held or queued record keeps its live request (scrapy shell's)
+        request = item if isinstance(item, Request) else self._decode_or_drop(item, take=False)
         if request is None:
             return
         if cached.record.kind == RobotsKind.DISALLOW_ALL and (
@@ -234,12 +235,14 @@ class RobotsGate:
         else:
             self._push_or_park(host, item)
 
-    def _decode_or_drop(self, item: Any) -> Request | None:
+    def _decode_or_drop(self, item: Any, *, take: bool = True) -> Request | None:
         """The request of a queued record that leaves the heaps' path (refused by robots.txt,
         or of a dead name); None, dropped and counted, if it does not decode. Only such
-        records are unpickled here, so the common case costs nothing."""
+        records are unpickled here, so the common case costs nothing. ``take=False``: the
+        record may stay queued, so its live request stays for its hand-out
+        (:meth:`_request_of`)."""
         try:
-            return self._request_of(item.record)
+            return self._request_of(item.record, take=take)
         except ValueError as exc:
             self.counts["undecodable_dropped"] += 1
             logger.error("Dropping a queued request: %(exc)s", {"exc": exc},

@@ -681,6 +681,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         self._direct.append(request)
         if isinstance(item, Held):
             self._direct_held[id(request)] = item
+            if self._live:  # this hand-out uses the record's live request (_request_of)
+                self._live.pop(item.record, None)
 
     def _release(self, item: Any) -> None:
         """``item`` left RAM for good: BEAST (or the parked store) may forget it."""
@@ -882,7 +884,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
                 # Saved at a graceful stop: back to the direct queue, off the disk (a
                 # host name Twisted refuses went the heaps' way on resume until
                 # 2026-11-27: a DNS lookup, robots.txt and a turn, then the failure).
-                request = self._decode_or_drop(held)
+                request = self._decode_or_drop(held, take=False)  # routed on, or direct
                 if request is None:
                     continue
                 if no_host or self._refused_host(parts, request):
