@@ -188,7 +188,31 @@ class RobotsGate:
             self._push_or_park(host, item)
             return
         self.counts["crawl_delay_refused"] += 1
+        self._tell_slow_origin(request.url)
         self._refuse(item, request, CRAWL_DELAY_TOO_LONG)
+
+    def _tell_slow_origin(self, url: str) -> None:
+        """Say at INFO, once per origin for the first few, why its pages are refused: each
+        refusal is only a DEBUG line, and a crawl of one such site fetched nothing with no
+        word why (a user probe, 2026-11-28)."""
+        origin = origin_of(url_parts(url))
+        if not origin or origin in self._told_slow_origins:
+            return
+        if len(self._told_slow_origins) >= EARLIER_FAILURES_TOLD:
+            return  # bounded, as _tell_earlier_failure
+        self._told_slow_origins.add(origin)
+        cached = self.robots.cache.get(origin) if self.robots is not None else None
+        delay = cached.crawl_delay(self._default_ua()) if cached is not None else None
+        logger.info(
+            "%(origin)s asks for a Crawl-delay of %(delay)s s in its robots.txt, above "
+            "IRL_CRAWL_DELAY_MAX (%(max)g s): its pages are refused "
+            "(IRL_CRAWL_DELAY_OVER_MAX = 'cap' would crawl them at the maximum)%(more)s",
+            {"origin": origin, "delay": "an unknown" if delay is None else f"{delay:g}",
+             "max": self.delays.crawl_delay_max,
+             "more": "" if len(self._told_slow_origins) < EARLIER_FAILURES_TOLD else
+             " (further origins refused so are not logged)"},
+            extra={"spider": self.spider},
+        )  # fmt: skip
 
     def _cached_crawl_delay(self, url: str) -> float | None:
         """Crawl-delay of the URL's origin if its robots.txt is cached (a host met again).

@@ -237,6 +237,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         )
         #: Hosts held by an earlier run's robots.txt failure (RobotsGate._tell_earlier_failure).
         self._told_earlier_failures: set[str] = set()
+        self._told_slow_origins: set[str] = set()
         #: Folded source URLs whose spelling redirect was fetched (Intake._spelling_redirect).
         self._spelling_redirected: set[str] = set()
         # DUPEFILTER_CLASS = BaseDupeFilter (what ``scrapy shell`` sets, so that a page can

@@ -113,3 +113,23 @@ def test_with_cap_each_entry_of_a_host_counts_its_capped_crawl_delay(tmp_path):
     finally:
         sched.close("finished")
         robots._spider_closed()
+
+
+def test_a_refused_origin_is_named_once_at_info(tmp_path, caplog):
+    # each refusal is a DEBUG line only: a crawl of one such site fetched nothing, and a
+    # log at INFO said nothing why (a user probe)
+    sched, robots, web, clock = _make(tmp_path)
+    try:
+        for n in range(3):
+            sched.enqueue_request(Request(f"{SLOW}/s{n}", dont_filter=True))
+        with caplog.at_level("INFO", logger="scrapy_irl"):
+            got = _run(sched, clock, 1000.0, 1010.0)
+        assert [why for _, url, why in got if "/s" in url] == ["crawl_delay"] * 3
+        told = [r.getMessage() for r in caplog.records if "IRL_CRAWL_DELAY_MAX" in r.getMessage()]
+        assert told == [f"{SLOW} asks for a Crawl-delay of 3600 s in its robots.txt, above "
+                        "IRL_CRAWL_DELAY_MAX (5 s): its pages are refused "
+                        "(IRL_CRAWL_DELAY_OVER_MAX = 'cap' would crawl them at the maximum)"]
+        assert all(r.levelname == "INFO" for r in caplog.records if r.getMessage() in told)
+    finally:
+        sched.close("finished")
+        robots._spider_closed()
