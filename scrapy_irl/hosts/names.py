@@ -17,7 +17,18 @@ server got 12 requests with gaps down to 0.29 s at tau_s 1 s (found by a probe,
 from __future__ import annotations
 
 import ipaddress
+import re
 from functools import lru_cache
+
+#: host[:port] of letters, digits and inner hyphens only, labels of 1-63: names IDNA
+#: takes as they are, so Twisted refuses none of them (checked against its own parse by
+#: ``tests/hosts/test_names.py``). ASCII only: under IGNORECASE alone, ``[a-z]`` also
+#: matches the Kelvin sign and the long s.
+_PLAIN_NETLOC = re.compile(
+    r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+    r"(?::[0-9]{1,5})?",
+    re.ASCII | re.IGNORECASE,
+)
 
 
 def canonical_host(hostname: str | None) -> str:
@@ -48,7 +59,14 @@ def refused_by_twisted(scheme: str, netloc: str) -> bool:
     HTTP/1.1 handler installs when it is built (Scrapy 2.19 lets underscores and emoji
     labels through), installed here first: judged before the handler exists, a name with
     an underscore was taken as refused and would have gone out without robots.txt or a
-    politeness turn. Cached per netloc (a crawl has one per host)."""
+    politeness turn. Cached per netloc (a crawl has one per host).
+
+    A plain name (:data:`_PLAIN_NETLOC`, no ``--`` as IDNA reserves it, at most 253
+    characters) is answered without Twisted's parse: that parse took about 34 us for each
+    new host, 44 % of ``enqueue_request`` in a broad crawl where most links name a host
+    not met before."""
+    if len(netloc) <= 253 and "--" not in netloc and _PLAIN_NETLOC.fullmatch(netloc):
+        return False
     return _refused(f"{scheme}://{netloc}/")
 
 
