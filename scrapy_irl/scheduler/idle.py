@@ -13,11 +13,13 @@ Two numbers, because a busy reactor always needs a moment to run the engine's ne
 * ``stalled``: such instants after which nothing at all was handed out for ``confirm``
   seconds while the state persisted: the downloader really stood idle next to due work.
 
-Neither sees a reactor that stands still: a sample due meanwhile is skipped, not taken
-late (Twisted's ``LoopingCall``). So the meter also times its own lateness: a gap of more
-than two periods between samples is a *pause* of the reactor thread (a long merge, a slow
-callback) of the gap less one period, during which no request was handed out and no
-response was read.
+Neither sees a reactor that stands still: Twisted's ``LoopingCall`` takes the first
+sample due meanwhile late and skips the rest. So the meter also times its own gaps: a
+gap of more than two periods between samples is a *pause* of the reactor thread (a long
+merge, a slow callback), counted as the gap less one period, during which no request was
+handed out and no response was read. A lower bound: a block that began part-way through
+a period is counted up to one period short, and one shorter than a period or two is not
+seen at all.
 """
 
 from __future__ import annotations
