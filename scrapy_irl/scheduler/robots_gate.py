@@ -196,12 +196,11 @@ class RobotsGate:
         refusal is only a DEBUG line, and a crawl of one such site fetched nothing with no
         word why (a user probe, 2026-11-28)."""
         origin = origin_of(url_parts(url))
-        if not origin or origin in self._told_slow_origins:
+        last = _first_few(self._told_slow_origins, origin) if origin else None
+        if last is None:
             return
-        if len(self._told_slow_origins) >= EARLIER_FAILURES_TOLD:
-            return  # bounded, as _tell_earlier_failure
-        self._told_slow_origins.add(origin)
-        cached = self.robots.cache.get(origin) if self.robots is not None else None
+        # a look that serves no request: not a robots.txt cache hit or miss
+        cached = self.robots.cache.get(origin, count=False) if self.robots is not None else None
         delay = cached.crawl_delay(self._default_ua()) if cached is not None else None
         logger.info(
             "%(origin)s asks for a Crawl-delay of %(delay)s s in its robots.txt, above "
@@ -209,8 +208,7 @@ class RobotsGate:
             "(IRL_CRAWL_DELAY_OVER_MAX = 'cap' would crawl them at the maximum)%(more)s",
             {"origin": origin, "delay": "an unknown" if delay is None else f"{delay:g}",
              "max": self.delays.crawl_delay_max,
-             "more": "" if len(self._told_slow_origins) < EARLIER_FAILURES_TOLD else
-             " (further origins refused so are not logged)"},
+             "more": " (further origins refused so are not logged)" if last else ""},
             extra={"spider": self.spider},
         )  # fmt: skip
 
@@ -321,17 +319,15 @@ class RobotsGate:
         """A robots.txt failure an earlier run stored holds this run's URLs with no fetch
         of its own to log: a new user's second crawl fetched nothing for its whole 40 s
         and said nothing why (a probe, 2026-11-28). Said once per host, for the first few."""
-        if len(self._told_earlier_failures) >= EARLIER_FAILURES_TOLD:
-            return  # the set stays bounded: hosts past the first few are not named
-        self._told_earlier_failures.add(host)
-        told = len(self._told_earlier_failures)
+        last = _first_few(self._told_earlier_failures, host)
+        if last is None:
+            return
         logger.info(
             "%(host)s: its robots.txt was unreachable when an earlier run last asked "
             "(%(n)d failures in a row, kept in the host store): its URLs wait for the next "
             "try in %(wait).0f s%(more)s",
             {"host": host, "n": record.failures, "wait": max(0.0, wait),
-             "more": "" if told < EARLIER_FAILURES_TOLD else
-             " (further hosts held so are not logged)"},
+             "more": " (further hosts held so are not logged)" if last else ""},
             extra={"spider": self.spider},
         )  # fmt: skip
 
@@ -449,3 +445,13 @@ class RobotsGate:
             # (IRL_ROBOTS_TTL shorter than that wait): judged by the renewed rules.
             self.counts["robots_expired_again_in_queue"] += 1
         request.meta[CHECKED_META] = (origin, now + self.handout_timeout)
+
+
+def _first_few(told: set[str], key: str) -> bool | None:
+    """Whether to name ``key`` in a once-per-key INFO line of which only the first
+    EARLIER_FAILURES_TOLD are written (the set stays bounded): None if it was named
+    already or the limit is reached; else it is added, and True means it is the last."""
+    if key in told or len(told) >= EARLIER_FAILURES_TOLD:
+        return None
+    told.add(key)
+    return len(told) == EARLIER_FAILURES_TOLD

@@ -130,6 +130,21 @@ def test_a_refused_origin_is_named_once_at_info(tmp_path, caplog):
                         "IRL_CRAWL_DELAY_MAX (5 s): its pages are refused "
                         "(IRL_CRAWL_DELAY_OVER_MAX = 'cap' would crawl them at the maximum)"]
         assert all(r.levelname == "INFO" for r in caplog.records if r.getMessage() in told)
+        # the line's own look at the cached robots.txt is no cache hit or miss
+        events: list[str] = []
+        sched.robots.cache._event = events.append
+        sched._told_slow_origins.clear()
+        sched._tell_slow_origin(f"{SLOW}/s9")
+        assert events == [] and sched._told_slow_origins == {SLOW}
     finally:
         sched.close("finished")
         robots._spider_closed()
+
+
+def test_once_per_key_lines_stop_after_the_first_few_and_flag_the_last():
+    from scrapy_irl.scheduler.robots_gate import EARLIER_FAILURES_TOLD, _first_few
+
+    told: set[str] = set()
+    verdicts = [_first_few(told, f"o{n}") for n in range(EARLIER_FAILURES_TOLD + 3)]
+    assert verdicts == [False] * (EARLIER_FAILURES_TOLD - 1) + [True] + [None] * 3
+    assert _first_few(told, "o0") is None and len(told) == EARLIER_FAILURES_TOLD
