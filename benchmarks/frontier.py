@@ -12,16 +12,17 @@ out) grows by about ``fanout`` per page while politeness lets only a few pages a
 through: the shape of a broad crawl's frontier, compressed into minutes.
 
 Each run is a separate crawl process that prints one probe line every ``--probe`` seconds
-(RSS from ``/proc/self/statm``, ``scheduler/enqueued`` and ``scheduler/dequeued``) and
-stops when ``--urls`` URLs were enqueued or after ``--seconds``. Runs:
+(RSS from ``/proc/self/statm``, split into anonymous and mapped-file pages from
+``/proc/self/status``, ``scheduler/enqueued`` and ``scheduler/dequeued``, URLs in the IRL
+scheduler's parked store) and stops when ``--urls`` URLs were enqueued or after ``--seconds``. Runs:
 
 * ``stock``: Scrapy's scheduler with its default memory queues and RFPDupeFilter;
 * ``stock-jobdir``: the same with a JOBDIR (disk queues; fingerprints still in a set);
 * ``irl``: the add-on (URLseen, STAR, BEAST on disk; at most IRL_FRONTIER_RAM_REQUESTS
   requests in RAM).
 
-Prints RSS at frontier milestones for each run, and the growth per million URLs between
-the first and the last milestone. Linux only (``/proc``).
+Prints RSS at frontier milestones for each run, its split, and the growth per million URLs
+between the first and the last milestone (of RSS, and of its anonymous part). Linux only (``/proc``).
 """
 
 from __future__ import annotations
@@ -88,6 +89,20 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * PAGE_SIZE
 
 
+def rss_split() -> dict[str, int]:
+    """RSS split as the kernel counts it: ``anon`` (heap, numpy buffers, LevelDB's own
+    caches) and ``file`` (pages of mapped files: LevelDB maps the table files it reads,
+    and those pages count in RSS although the kernel may drop them at any time)."""
+    fields = {"RssAnon": "anon", "RssFile": "file"}
+    split = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in fields:
+                split[fields[name]] = int(value.split()[0]) * 1024
+    return split
+
+
 def crawl(port: int, settings: dict[str, Any], urls: int, seconds: float, probe: float) -> None:
     import scrapy
     from scrapy import signals
@@ -152,7 +167,8 @@ def crawl(port: int, settings: dict[str, Any], urls: int, seconds: float, probe:
             enq = stats.get_value("irl_sched/offered", stats.get_value("scheduler/enqueued", 0))
             deq = stats.get_value("scheduler/dequeued", 0)
             line = {"t": round(time.monotonic() - self.started, 1), "rss": rss_bytes(),
-                    "enqueued": enq, "dequeued": deq,
+                    **rss_split(), "enqueued": enq, "dequeued": deq,
+                    "parked": stats.get_value("irl_sched/parked/stored", 0),
                     "pages": stats.get_value("response_received_count", 0)}  # fmt: skip
             print("PROBE " + json.dumps(line), flush=True)
             if enq >= urls and not self.stopping:
@@ -256,6 +272,13 @@ def watch(proc: subprocess.Popen[bytes], out_path: Path, deadline: float,
             return None
 
 
+def split_cell(probe: dict[str, Any]) -> str:
+    """``anon / file parked`` of one probe (probes saved before the split: ``-``)."""
+    if "anon" not in probe:
+        return "-"
+    return f"{probe['anon'] / 2**20:.0f} / {probe['file'] / 2**20:.0f}  {probe.get('parked', 0):,}"
+
+
 def at_frontier(probes: list[dict[str, Any]], size: int) -> dict[str, Any] | None:
     """The first probe whose frontier (enqueued - dequeued) reached ``size``."""
     for p in probes:
@@ -308,6 +331,14 @@ def main() -> int:
             hit = at_frontier(results[n], m)
             row.append(f"{hit['rss'] / 2**20:.0f}" if hit else "-")
         print(f"{m:>12,}" + "".join(f"{v:>14}" for v in row))
+    print("\nof which anonymous / mapped files (MiB), and URLs in the parked store:\n")
+    print(f"{'frontier':>12}" + "".join(f"{n:>22}" for n in names))
+    for m in marks:
+        row = []
+        for n in names:
+            hit = at_frontier(results[n], m)
+            row.append(split_cell(hit) if hit else "-")
+        print(f"{m:>12,}" + "".join(f"{v:>22}" for v in row))
     print()
     for n in names:
         probes = results[n]
@@ -322,6 +353,9 @@ def main() -> int:
             (m0, h0), (m1, h1) = reached[0], reached[-1]
             per_m = (h1["rss"] - h0["rss"]) / 2**20 / ((m1 - m0) / 1e6)
             line += f"; growth {per_m:.1f} MiB per million URLs ({m0:,} -> {m1:,})"
+            if "anon" in h0 and "anon" in h1:
+                anon_m = (h1["anon"] - h0["anon"]) / 2**20 / ((m1 - m0) / 1e6)
+                line += f", anonymous {anon_m:.1f}"
         if runs[n][1]:
             line += f" [{runs[n][1]}]"
         print(line)
