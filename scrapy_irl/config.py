@@ -81,7 +81,13 @@ def getint(
     settings: BaseSettings, name: str, *, minimum: int | None = None, above: int | None = None,
     maximum: int | None = None,
 ) -> int:
-    """``name`` as an int; a value that is not one, or out of range, is a ValueError naming it."""
+    """``name`` as an int; a value that is not one, or out of range, is a ValueError naming it.
+
+    A float with a fraction (1.5) is refused: Scrapy's ``getint`` would truncate it to 1
+    without a word, and 0.5 would be refused as "got 0"."""
+    raw = settings.get(name, _default(name))
+    if isinstance(raw, float) and not (math.isfinite(raw) and raw.is_integer()):
+        raise _bad(name, raw, "an integer")
     return int(_number(settings.getint, name, "an integer", minimum, above, maximum))
 
 

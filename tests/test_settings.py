@@ -40,6 +40,21 @@ def test_config_falls_back_to_defaults_and_rejects_unknown_names() -> None:
         config.get(Settings(), "IRL_NOT_A_SETTING")
 
 
+@pytest.mark.parametrize("value", [1.5, 0.5, 4.7, float("nan")])
+def test_an_integer_setting_refuses_a_float_with_a_fraction_naming_it(value: float) -> None:
+    from scrapy.settings import Settings
+
+    # Scrapy's getint truncates: 1.5 was taken as 1, and 0.5 refused as "got 0"
+    with pytest.raises(ValueError, match=f"IRL_IP_MAX_IN_FLIGHT={value!r}"):
+        config.getint(Settings({"IRL_IP_MAX_IN_FLIGHT": value}), "IRL_IP_MAX_IN_FLIGHT", minimum=1)
+
+
+def test_an_integer_setting_takes_a_whole_float() -> None:
+    from scrapy.settings import Settings
+
+    assert config.getint(Settings({"IRL_IP_MAX_IN_FLIGHT": 2.0}), "IRL_IP_MAX_IN_FLIGHT") == 2
+
+
 def _from_crawler(path: str, *args: Any) -> Callable[[Any], Any]:
     """A builder of the component at ``path``, as Scrapy builds it at start."""
 
