@@ -156,6 +156,9 @@ IRL_FRONTIER_RAM_REQUESTS = 5_000
 IRL_RAM_BACKLOG_SECONDS = 60.0
 # r of the scheduler's URLseen: bucket bytes that trigger a merge (larger batches, fewer passes).
 IRL_FRONTIER_URLSEEN_BUCKET_BYTES = 1024 * 1024
+# Tuples of a scheduler's URLseen merge handed to STAR per reactor turn (a large merge
+# is delivered over several turns instead of holding the reactor for seconds).
+IRL_URLSEEN_DELIVERY_SLICE = 5_000
 # Seconds after which a handed-out request that never reached the downloader frees its host.
 IRL_HANDOUT_TIMEOUT = 60.0
 # Least seconds between merges forced because the downloader would idle.

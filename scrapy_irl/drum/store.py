@@ -170,6 +170,10 @@ class Drum:
     losing it.
     ``sync_index`` enables :meth:`contains` / :meth:`check_update_sync`, which need the
     keys pending in buckets in RAM (8 bytes each, bounded by k * r).
+    ``delivery_slice`` (None: all at once) caps the tuples of one :class:`DrumBatch` and
+    what :meth:`merge` delivers before it returns; the rest stays owed for
+    :meth:`deliver` calls, which go on where the last one stopped. An owner on an event
+    loop delivers a large merge over several turns instead of blocking for all of it.
     """
 
     def __init__(
@@ -190,8 +194,14 @@ class Drum:
         fsync: bool = True,
         verify_on_open: bool = True,
         auto_merge: bool = True,
+        delivery_slice: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if delivery_slice is not None and (
+            isinstance(delivery_slice, bool) or not isinstance(delivery_slice, int)
+            or delivery_slice < 1
+        ):  # fmt: skip
+            raise DrumError(f"delivery_slice must be None or an integer >= 1, got {delivery_slice!r}")
         try:
             buckets = operator.index(buckets)  # numpy integers too; not 2.0
         except TypeError:
@@ -228,6 +238,7 @@ class Drum:
         self.flush_interval = flush_interval
         self.fsync = fsync
         self.auto_merge = auto_merge
+        self.delivery_slice = delivery_slice
         self._clock = clock
         self._shift = 64 - (buckets.bit_length() - 1)
         self._record_dtype = record_dtype(self.value_dtype)
@@ -237,6 +248,8 @@ class Drum:
         self._closed = False
         self._merging = False
         self._delivering = False
+        # the epoch being delivered in slices, and the rest of its batches
+        self._cursor: tuple[int, Iterator[DrumBatch]] | None = None
         self._appends_since_clock = 0
         self._last_write_out = clock()
         self._pending = PendingKeys(buckets)
@@ -653,7 +666,7 @@ class Drum:
                 merged = self._merge_epoch()
         finally:
             self._merging = False
-        self.deliver()
+        self.deliver(self.delivery_slice)
         return merged
 
     def flush(self) -> int:
@@ -802,23 +815,44 @@ class Drum:
 
     # -- delivering results ----------------------------------------------------------------
 
-    def deliver(self) -> int:
+    def deliver(self, max_tuples: int | None = None) -> int:
         """Hand owed results to ``on_results``, oldest epoch first; returns batches delivered.
 
-        An epoch is acknowledged (its files deleted) only after the callback returned for
-        all its buckets; if the callback raises, the epoch stays owed and is delivered
-        again next time, with the same epoch number.
+        With ``max_tuples``, stops between batches once that many tuples were delivered:
+        the rest stays owed, and the next call goes on with the next batch. An epoch is
+        acknowledged (its files deleted) only after the callback returned for all its
+        buckets; if the callback raises, the epoch stays owed and is delivered again from
+        its first batch next time, with the same epoch number and batches.
         """
         if self._closed:
             raise DrumError("DRUM store is closed")
         if self.on_results is None or self._delivering or not self._manifest.pending_delivery:
             return 0
         self._delivering = True  # a callback that submits and merges must not re-enter
-        delivered = 0
+        delivered = tuples = 0
         try:
             while self._manifest.pending_delivery:
                 epoch = self._manifest.pending_delivery[0]
-                delivered += self._deliver_epoch(epoch)
+                if self._cursor is None or self._cursor[0] != epoch:
+                    self._drop_cursor()
+                    self._cursor = (epoch, self._epoch_batches(epoch))
+                batches = self._cursor[1]
+                finished = False
+                try:
+                    while max_tuples is None or tuples < max_tuples:
+                        batch = next(batches, None)
+                        if batch is None:
+                            finished = True
+                            break
+                        self.on_results(batch)
+                        delivered += 1
+                        tuples += len(batch)
+                except BaseException:
+                    self._drop_cursor()  # owed again from the epoch's first batch
+                    raise
+                if not finished:
+                    break
+                self._drop_cursor()
                 if self.before_ack is not None:
                     self.before_ack()  # the consumer makes what it got durable first
                 self._manifest.pending_delivery.remove(epoch)
@@ -838,8 +872,17 @@ class Drum:
             self._delivering = False
         return delivered
 
-    def _deliver_epoch(self, epoch: int) -> int:
-        assert self.on_results is not None
+    def _drop_cursor(self) -> None:
+        """Forget the epoch delivered in slices (closing its open aux file)."""
+        if self._cursor is not None:
+            cursor, self._cursor = self._cursor[1], None
+            close = getattr(cursor, "close", None)
+            if close is not None:
+                close()
+
+    def _epoch_batches(self, epoch: int) -> Iterator[DrumBatch]:
+        """The batches of ``epoch``'s results, bucket by bucket, in arrival order: one per
+        aux slice of Delta bytes, each cut to at most ``delivery_slice`` tuples."""
         path = self.path / f"res.{epoch:010d}.drum"
         data = path.read_bytes() if path.exists() else b""
         scan = scan_frames(data, MAGIC_RESULT, str(path),
@@ -849,7 +892,6 @@ class Drum:
                 f"{path}: expected {self.k} complete result frames, found {len(scan.frames)}"
             )
         self.stats.merge_bytes_read += len(data)
-        delivered = 0
         for i, (bucket, frame) in enumerate(zip(self._make_buckets(epoch), scan.frames)):
             if not frame.count:
                 continue
@@ -869,27 +911,26 @@ class Drum:
                 end = start + count
                 if end > len(records):
                     raise DrumCorruptionError(f"{bucket.aux_path}: more aux strings than tuples")
-                self.on_results(
-                    DrumBatch(
+                step = self.delivery_slice or count
+                for a in range(0, count, step):
+                    b = min(count, a + step)
+                    yield DrumBatch(
                         epoch=epoch,
                         bucket=i,
-                        start=start,
-                        keys=records["key"][start:end],
-                        ops=records["op"][start:end],
-                        unique=results["unique"][start:end].astype(bool),
-                        values=results["value"][start:end] if self.has_values else None,
-                        aux_offsets=offsets,
+                        start=start + a,
+                        keys=records["key"][start + a : start + b],
+                        ops=records["op"][start + a : start + b],
+                        unique=results["unique"][start + a : start + b].astype(bool),
+                        values=results["value"][start + a : start + b] if self.has_values else None,
+                        aux_offsets=None if offsets is None else offsets[a : b + 1],
                         aux_blob=blob,
                     )
-                )
-                delivered += 1
                 start = end
             if start != len(records):
                 raise DrumCorruptionError(
                     f"{bucket.aux_path}: {start} aux strings for {len(records)} tuples"
                 )
             self.stats.merge_bytes_read += bucket.bytes_read
-        return delivered
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -897,6 +938,7 @@ class Drum:
         """Write out buffers and release the store (pending tuples stay for the next open)."""
         if self._closed:
             return
+        self._drop_cursor()  # the epoch stays owed: delivered again from its start
         self.write_out()
         for bucket in self._buckets:
             if self.fsync:

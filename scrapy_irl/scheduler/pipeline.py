@@ -71,6 +71,7 @@ def urlseen_options(settings: Any) -> dict[str, int]:
         "buffer_bytes": config.getint(settings, "IRL_URLSEEN_BUFFER_BYTES", minimum=1),
         "bucket_bytes": config.getint(settings, "IRL_FRONTIER_URLSEEN_BUCKET_BYTES", minimum=1),
         "merge_chunk_bytes": config.getint(settings, "IRL_URLSEEN_MERGE_CHUNK_BYTES", minimum=1),
+        "delivery_slice": config.getint(settings, "IRL_URLSEEN_DELIVERY_SLICE", minimum=1),
     }
 
 

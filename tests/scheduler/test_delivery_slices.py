@@ -1,0 +1,161 @@
+"""URLseen's results handed to STAR a slice per reactor turn (IRL_URLSEEN_DELIVERY_SLICE):
+a large merge no longer holds the reactor for seconds, every URL still reaches BEAST once,
+and a kill in the middle of a sliced delivery loses and repeats nothing."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.utils.test import get_crawler
+
+from scrapy_irl.drum import DrumBatch
+from scrapy_irl.scheduler import IrlScheduler
+from scrapy_irl.scheduler.items import record_url
+
+SLICE = 10
+
+
+class Turns:
+    """Stands in for reactor.callLater: calls wait until :meth:`run` plays them in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def __call__(self, delay: float, fn: Any, *args: Any) -> Any:
+        call = _Call(fn, args)
+        self.calls.append(call)
+        return call
+
+    def run(self, limit: int = 1000) -> int:
+        turns = 0
+        while self.calls and turns < limit:
+            call = self.calls.pop(0)
+            if call.live:
+                call.live = False
+                call.fn(*call.args)
+            turns += 1
+        return turns
+
+
+class _Call:
+    def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
+        self.fn, self.args, self.live = fn, args, True
+
+    def active(self) -> bool:
+        return self.live
+
+    def cancel(self) -> None:
+        self.live = False
+
+
+def opened(tmp_path: Path, **settings: object) -> tuple[IrlScheduler, Turns, list[int]]:
+    settings = {"IRL_HOSTS_DIR": str(tmp_path / "hosts"), "IRL_URLSEEN_DELIVERY_SLICE": SLICE,
+                **settings}  # fmt: skip
+    crawler = get_crawler(Spider, settings_dict=settings)
+    crawler.spider = crawler._create_spider("slices")
+    sched = IrlScheduler.from_crawler(crawler)
+    sched.open(crawler.spider)
+    turns = Turns()
+    sched._call_later = turns  # type: ignore[assignment]
+    sizes: list[int] = []  # tuples URLseen handed over, one entry per batch
+    deliver = sched.urlseen.on_results
+    assert deliver is not None
+
+    def recorded(batch: DrumBatch) -> None:
+        sizes.append(len(batch))
+        deliver(batch)
+
+    sched.urlseen.on_results = recorded
+    return sched, turns, sizes
+
+
+def merged_with_jobdir(tmp_path: Path, urls: list[str]) -> tuple[IrlScheduler, Turns, list[int]]:
+    """A scheduler on ``tmp_path/job`` that was offered ``urls`` and made a forced merge."""
+    sched, turns, sizes = opened(tmp_path, JOBDIR=str(tmp_path / "job"))
+    for url in urls:
+        sched.enqueue_request(Request(url))
+    sched._merge_for_idle()
+    return sched, turns, sizes
+
+
+def test_a_forced_merge_hands_its_urls_over_a_slice_a_turn_then_flushes_star(tmp_path: Path):
+    sched, turns, sizes = opened(tmp_path, IRL_FRONTIER_RAM_REQUESTS=1)
+    try:
+        for i in range(95):
+            sched.enqueue_request(Request(f"http://127.0.0.{i + 1}/p"))
+        sched._merge_for_idle()
+        assert SLICE <= sum(sizes) < 2 * SLICE  # one slice in the merge's own turn
+        assert sched.urlseen.pending_deliveries == 1
+        assert sched.counts["idle_merges"] == 0  # not finished until its last slice
+        assert not sched._would_idle(sched.clock() + 60)  # no second merge meanwhile
+        played = turns.run()
+        assert played >= 95 // (2 * SLICE)  # each turn under two slices
+        assert sum(sizes) == 95 and max(sizes) <= SLICE
+        assert sched.urlseen.pending_deliveries == 0
+        assert sched.counts["urlseen_delivery_slices"] == played
+        assert sched.counts["idle_merges"] == 1  # finished: STAR flushed into BEAST
+        assert sched.counts["idle_merges_fruitless"] == 0  # one URL went into RAM
+        assert sched._ram_items() == 1 and len(sched.beast) == 94
+    finally:
+        sched.close("finished")
+
+
+def test_an_enqueue_after_a_merge_that_left_results_owed_schedules_their_delivery(tmp_path: Path):
+    sched, turns, sizes = opened(tmp_path)
+    try:
+        for i in range(40):
+            sched.enqueue_request(Request(f"http://127.0.0.{i + 1}/p"))
+        sched.urlseen.merge()  # as a full bucket's merge inside check_update
+        assert SLICE <= sum(sizes) < 2 * SLICE and not turns.calls
+        sched.enqueue_request(Request("http://127.0.0.1/next"))
+        assert len(turns.calls) == 1
+        turns.run()
+        assert sum(sizes) == 40 and sched.urlseen.pending_deliveries == 0
+    finally:
+        sched.close("finished")
+
+
+def test_a_kill_in_the_middle_of_a_sliced_delivery_queues_every_url_once(tmp_path: Path):
+    sched, turns, sizes = merged_with_jobdir(
+        tmp_path, [f"http://127.0.1.{i % 9 + 1}/p{i}" for i in range(50)]
+    )
+    turns.run(limit=2)  # about 30 of 50 handed to STAR
+    sched.star.write_out()  # and on disk, as a tick would make them
+    assert 3 * SLICE <= sum(sizes) < 50 and sched.urlseen.pending_deliveries == 1
+    shutil.copytree(tmp_path / "job", tmp_path / "killed")  # a kill -9 here
+    sched.close("shutdown")
+
+    resumed, turns, sizes = opened(tmp_path / "again", JOBDIR=str(tmp_path / "killed"))
+    try:
+        assert resumed._idle_merge_wanted()  # owed results: the next tick merges
+        resumed._merge_for_idle()
+        turns.run()
+        assert resumed.urlseen.pending_deliveries == 0
+        assert sum(sizes) == 50  # the whole epoch again, from its first tuple
+        resumed.star.flush()
+        urls = []
+        while (got := resumed.beast.pop()) is not None:
+            urls.append(record_url(got[0]))
+        in_ram = resumed._ram_items()
+        assert len(urls) == len(set(urls))  # none twice
+        assert len(urls) + in_ram == 50
+    finally:
+        resumed.close("finished")
+
+
+def test_close_cancels_a_pending_slice_and_leaves_the_results_owed_on_disk(tmp_path: Path):
+    sched, turns, sizes = merged_with_jobdir(tmp_path, [f"http://127.0.0.{i + 1}/p" for i in range(30)])
+    assert len(turns.calls) == 1
+    sched.close("shutdown")
+    assert not turns.calls[0].active()
+    again, turns, sizes = opened(tmp_path / "again", JOBDIR=str(tmp_path / "job"))
+    try:
+        assert again.urlseen.pending_deliveries == 1
+        again._merge_for_idle()
+        turns.run()
+        assert sum(sizes) == 30 and again.urlseen.pending_deliveries == 0
+    finally:
+        again.close("finished")
