@@ -415,6 +415,10 @@ class Beast:
         self._draining: list[_Queue] = []
         self._resumed: list[_Queue] = []
         self._returning: list[_Queue] = []  # parked queues handed back by unpark()
+        #: how many URLs the parked store must hold at least, saved with each STATE (the
+        #: scheduler sets it), and the value the last run's STATE saved (None: not saved)
+        self.parked_floor: Callable[[], int] | None = None
+        self.saved_parked_floor: int | None = None
         state = self._read_state()
         if state is None:
             self._refuse_orphan_queues()
@@ -519,6 +523,10 @@ class Beast:
         # Retired queues still owing records (held in RAM when the last run stopped).
         self._resumed = [q for q in self._draining if q.size > 0]
         self.rescans = state.get("rescans", 0)
+        floor = state.get("parked_floor")  # absent before 2026-11-28
+        if floor is not None and not isinstance(floor, int):
+            raise TypeError(f"parked_floor {floor!r} is not an integer")
+        self.saved_parked_floor = floor
         applied = state.get("applied", {})  # absent in STATEs of earlier versions
         if not isinstance(applied, dict):
             raise TypeError(f"applied {applied!r} is not a mapping")
@@ -586,6 +594,8 @@ class Beast:
             "cursors": {str(q.qid): q.saved_cursor() for q in self._queues.values()},
             "lengths": {str(q.qid): q.length for q in self._queues.values()},
         }
+        if self.parked_floor is not None:
+            body["parked_floor"] = int(self.parked_floor())
         text = json.dumps(
             {
                 "body": body,

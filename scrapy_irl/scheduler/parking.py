@@ -198,6 +198,26 @@ class ParkedStore:
         """Records on disk, those taken and not released included."""
         return self._total
 
+    def floor(self) -> int:
+        """Records that stay on disk until BEAST's next save: those not released now.
+        BEAST's STATE keeps it (:meth:`check_floor`); deletions happen only after a save."""
+        return self._total - len(self._releases)
+
+    def check_floor(self, floor: int | None) -> None:
+        """Refuse a store holding fewer records than BEAST's last save counted in it.
+
+        LevelDB refuses a checksum it cannot match, but a log file deleted, emptied or cut
+        short (a copy, outside damage, a power loss with fsync off) only takes it back to
+        its last compaction: the records parked since then were gone without a word, and
+        BEAST, which forgot them once they were parked, cannot bring them back."""
+        if floor is not None and self._total < floor:
+            raise FrontierCorruptionError(
+                f"{self.path}: the parked store holds {self._total} URLs, but the "
+                f"frontier's last save counted {floor} in it: part of it was lost (a "
+                "LevelDB log file deleted, emptied or cut short). Restore the frontier, "
+                "or delete the whole directory to start afresh."
+            )
+
     @property
     def available(self) -> int:
         """Records :meth:`take` can hand out (not out already)."""

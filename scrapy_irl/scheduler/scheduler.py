@@ -422,6 +422,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         )
         self.star, self.beast = build_star_and_beast(self.path, settings, fsync=fsync)
         self._closers += [("BEAST", self._close_beast), ("STAR", lambda: self.star.close())]
+        self.parked.check_floor(self.beast.saved_parked_floor)
+        self.beast.parked_floor = self.parked.floor
         self.urlseen = build_urlseen(
             self.path, settings, self.star, self._on_urlseen_results, fsync=fsync
         )

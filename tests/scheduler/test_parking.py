@@ -67,11 +67,16 @@ def test_hosts_without_room_are_skipped_not_read(tmp_path: Path) -> None:
     store.close()
 
 
-def test_released_records_stay_until_applied_and_survive_reopen(tmp_path: Path) -> None:
+def four_parked_and_taken(tmp_path: Path, allowance: int) -> tuple[ParkedStore, list[Any]]:
+    """A store with records r0..r3 of one host, the first ``allowance`` of them taken."""
     store = ParkedStore(tmp_path / "p")
     for n in range(4):
         store.park("ip", "a.test", b"r%d" % n)
-    taken = store.take("ip", lambda host: 2, limit=10)
+    return store, store.take("ip", lambda host: allowance, limit=10)
+
+
+def test_released_records_stay_until_applied_and_survive_reopen(tmp_path: Path) -> None:
+    store, taken = four_parked_and_taken(tmp_path, 2)
     store.release(taken[0][0])
     assert len(store) == 4 and store.out == 2  # not deleted before apply_releases
     assert store.apply_releases() == 1
@@ -297,3 +302,17 @@ def test_a_failed_write_makes_the_next_open_recount(tmp_path: Path) -> None:
     db.close()
     _reopened_counts_match(tmp_path / "p", 1)
 
+
+
+def test_the_floor_leaves_out_the_records_released_and_not_yet_deleted(tmp_path: Path) -> None:
+    store, taken = four_parked_and_taken(tmp_path, 3)
+    store.release(taken[0][0])
+    store.release(taken[1][0])
+    floor = store.floor()  # what BEAST's save records before the releases are applied
+    assert floor == 2
+    store.apply_releases()
+    store.check_floor(floor)  # the deletions the floor allowed for: accepted
+    with pytest.raises(FrontierCorruptionError, match="holds 2 URLs, but the frontier's last save counted 3"):
+        store.check_floor(3)
+    store.check_floor(None)  # a STATE written before the floor was saved
+    store.close()

@@ -703,3 +703,33 @@ def test_requests_queued_at_close_are_called_saved_only_with_a_jobdir(tmp_path: 
     saved = "Saved 1 requests held in RAM back to BEAST" in caplog.text
     dropped = "1 requests were still queued at close (no JOBDIR: not kept)" in caplog.text
     assert (saved, dropped) == ((True, False) if jobdir else (False, True)), caplog.text
+
+
+@pytest.mark.parametrize("damage", ["delete", "empty", "cut"])
+def test_a_parked_store_that_lost_its_leveldb_log_is_refused_not_resumed_short(
+    tmp_path: Path, damage: str
+):
+    """A LevelDB log deleted, emptied or cut short is no checksum error: the store opened at
+    its last compaction, and the URLs parked since (which BEAST had forgotten) were gone
+    without a word (a probe: 1 168 of 3 190 parked URLs). BEAST's STATE now keeps how many
+    the store must hold at least, and a store holding fewer is refused."""
+    import shutil
+
+    sched = opened(JOBDIR=str(tmp_path / "job"))
+    for n in range(20):
+        sched.parked.park("127.0.0.5", "127.0.0.5", b"record %d" % n)
+    sched.close("shutdown")  # BEAST's last save counts the 20
+    for name in ("intact", "damaged"):
+        shutil.copytree(tmp_path / "job", tmp_path / name)
+    logs = sorted((tmp_path / "damaged" / "irl" / "parked").glob("*.log"))
+    assert logs
+    for log in logs:
+        if damage == "delete":
+            log.unlink()
+        else:
+            os.truncate(log, 0 if damage == "empty" else log.stat().st_size // 2)
+    with pytest.raises(FrontierCorruptionError, match="parked store holds .* URLs, but the frontier's last save counted 20"):
+        opened(JOBDIR=str(tmp_path / "damaged"))
+    intact = opened(JOBDIR=str(tmp_path / "intact"))
+    assert len(intact.parked) == 20
+    intact.close("shutdown")
