@@ -847,6 +847,8 @@ class Drum:
                         self.on_results(batch)
                         delivered += 1
                         tuples += len(batch)
+                        if self._cursor is None or self._cursor[1] is not batches:
+                            break  # the callback closed the store: this epoch stays owed
                 except BaseException:
                     self._drop_cursor()  # owed again from the epoch's first batch
                     raise
@@ -938,8 +940,8 @@ class Drum:
         """Write out buffers and release the store (pending tuples stay for the next open)."""
         if self._closed:
             return
+        self.write_out()  # (may merge, and deliver a slice)
         self._drop_cursor()  # the epoch stays owed: delivered again from its start
-        self.write_out()
         for bucket in self._buckets:
             if self.fsync:
                 bucket.fsync()

@@ -759,7 +759,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             due = self.polite.next_due()
             if due is not None:
                 self.counts["politeness_waits"] += 1
-            if self._idle_merge_wanted():  # held back by the gap: ask again when it ends
+            if (self._idle_merge_wanted() and self._delivery_call is None
+                    and self._idle_merge_open is None):  # fmt: skip
+                # held back by the gap: ask again when it ends (a delivery in slices
+                # wakes the engine at its end)
                 gap_end = self._last_idle_merge + self._idle_merge_gap()
                 due = gap_end if due is None else min(due, gap_end)
             if due is not None:
@@ -914,25 +917,24 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         started = self.clock()
         try:
             self.urlseen.deliver(self.urlseen.delivery_slice)
+            self.counts["urlseen_delivery_slices"] += 1
+            if self._idle_merge_open is not None:
+                self._idle_merge_open[0] += self.clock() - started
+            if self.urlseen.pending_deliveries:
+                self._schedule_delivery()
+                return
+            if self._idle_merge_open is not None:
+                self._finish_idle_merge()
         except FRONTIER_FAILURES as exc:
+            self._idle_merge_open = None
             self._on_storage_error(exc, "delivering URLseen's results")
             return
         except Exception:  # the epoch stays owed: the next tick's forced merge retries it
+            self._idle_merge_open = None
             logger.exception("IRL scheduler: delivering URLseen's results failed",
                              extra={"spider": self.spider})  # fmt: skip
-            if self._idle_merge_open is not None:
-                self._finish_idle_merge()
             return
-        self.counts["urlseen_delivery_slices"] += 1
-        if self._idle_merge_open is not None:
-            self._idle_merge_open[0] += self.clock() - started
-        if self.urlseen.pending_deliveries:
-            self._schedule_delivery()
-        elif self._idle_merge_open is not None:
-            self._finish_idle_merge()
-            self._wake_engine()
-        else:
-            self._wake_engine()
+        self._wake_engine()
 
     def _fill(self) -> None:
         """Lazy loading: move records from BEAST towards host queues while RAM allows,

@@ -141,3 +141,24 @@ def test_values_are_sliced_with_their_tuples(tmp_path):
     seen = [(b.aux(i), int(b.values[i])) for b in got for i in range(len(b))]
     # the value each tuple saw: how many earlier tuples had its key
     assert seen == [(f"t{i}".encode(), i // 4) for i in range(10)]
+
+
+def test_a_callback_that_closes_the_store_leaves_the_rest_of_the_epoch_owed(tmp_path):
+    """Read as "epoch finished", a closed cursor made DRUM acknowledge 16 of 60 tuples
+    and delete the other 44 (review, 2026-11-28)."""
+    got: list[DrumBatch] = []
+    drum = Drum(tmp_path / "s", buckets=4)
+
+    def closing(batch: DrumBatch) -> None:
+        got.append(batch)
+        drum.close()
+
+    drum.on_results = closing
+    fill(drum, 60)
+    drum.merge()
+    assert len(got) == 1
+    again: list[DrumBatch] = []
+    with Drum(tmp_path / "s", buckets=4, on_results=again.append) as reopened:
+        assert reopened.pending_deliveries == 1
+        reopened.deliver()
+    assert rows(again) == whole(tmp_path, 60, 4)

@@ -159,3 +159,46 @@ def test_close_cancels_a_pending_slice_and_leaves_the_results_owed_on_disk(tmp_p
         assert sum(sizes) == 30 and again.urlseen.pending_deliveries == 0
     finally:
         again.close("finished")
+
+
+def test_a_full_disk_while_a_sliced_merge_finishes_closes_the_crawl_cleanly(tmp_path: Path):
+    """The last slice flushes STAR; a storage error there escaped to the reactor and the
+    spider was never closed (review, 2026-11-28)."""
+    import errno
+
+    sched, turns, sizes = opened(tmp_path)
+    errors: list[str] = []
+    sched._on_storage_error = lambda exc, where: errors.append(where)  # type: ignore[method-assign]
+    try:
+        for i in range(40):
+            sched.enqueue_request(Request(f"http://127.0.0.{i + 1}/p"))
+        sched._merge_for_idle()
+
+        def full_disk() -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        sched.star.flush = full_disk  # type: ignore[method-assign]
+        turns.run()
+        assert errors == ["delivering URLseen's results"]
+        assert sched._idle_merge_open is None
+    finally:
+        del sched.star.flush
+        sched.close("finished")
+
+
+def test_the_engine_is_not_polled_every_turn_while_a_merge_is_delivered(tmp_path: Path):
+    """Owed results made next_request ask for a wake-up at a gap end already past: an
+    immediate call in every turn of the delivery (review, 2026-11-28)."""
+    sched, turns, sizes = opened(tmp_path)
+    wakes: list[float] = []
+    sched.waker.wake_at = wakes.append  # type: ignore[method-assign]
+    try:
+        for i in range(40):
+            sched.enqueue_request(Request(f"http://127.0.0.{i + 1}/p"))
+        sched._merge_for_idle()
+        assert sched.urlseen.pending_deliveries
+        now = sched.clock()
+        sched.next_request()  # whatever it hands out, it asks for no wake-up already due
+        assert all(when > now for when in wakes)
+    finally:
+        sched.close("finished")
