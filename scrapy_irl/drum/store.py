@@ -38,7 +38,7 @@ import operator
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -249,7 +249,7 @@ class Drum:
         self._merging = False
         self._delivering = False
         # the epoch being delivered in slices, and the rest of its batches
-        self._cursor: tuple[int, Iterator[DrumBatch]] | None = None
+        self._cursor: tuple[int, Generator[DrumBatch, None, None]] | None = None
         self._appends_since_clock = 0
         self._last_write_out = clock()
         self._pending = PendingKeys(buckets)
@@ -878,11 +878,9 @@ class Drum:
         """Forget the epoch delivered in slices (closing its open aux file)."""
         if self._cursor is not None:
             cursor, self._cursor = self._cursor[1], None
-            close = getattr(cursor, "close", None)
-            if close is not None:
-                close()
+            cursor.close()
 
-    def _epoch_batches(self, epoch: int) -> Iterator[DrumBatch]:
+    def _epoch_batches(self, epoch: int) -> Generator[DrumBatch, None, None]:
         """The batches of ``epoch``'s results, bucket by bucket, in arrival order: one per
         aux slice of Delta bytes, each cut to at most ``delivery_slice`` tuples."""
         path = self.path / f"res.{epoch:010d}.drum"

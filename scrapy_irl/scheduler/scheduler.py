@@ -735,8 +735,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         except FRONTIER_FAILURES as exc:
             self._on_storage_error(exc, "enqueueing a request")
             return False
-        if self._delivery_call is None and self.urlseen.pending_deliveries:
-            self._schedule_delivery()  # its bucket filled: a merge delivered one slice
+        self._schedule_delivery()  # a full bucket's merge may have delivered one slice only
         return kept
 
     # -- routing to hosts: DNS, robots.txt, politeness --------------------------------------
@@ -759,8 +758,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             due = self.polite.next_due()
             if due is not None:
                 self.counts["politeness_waits"] += 1
-            if (self._idle_merge_wanted() and self._delivery_call is None
-                    and self._idle_merge_open is None):  # fmt: skip
+            if self._idle_merge_wanted() and not self._delivering_merge():
                 # held back by the gap: ask again when it ends (a delivery in slices
                 # wakes the engine at its end)
                 gap_end = self._last_idle_merge + self._idle_merge_gap()
@@ -828,8 +826,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         URLseen's buffers until a bucket fills (a drop to half the download rate for a
         minute was seen when this waited for RAM to fall below half).
         """
-        if self._delivery_call is not None or self._idle_merge_open is not None:
-            return False  # a merge's results are still being handed over
+        if self._delivering_merge():
+            return False
         if now - self._last_idle_merge < self._idle_merge_gap():
             return False
         return self._idle_merge_wanted()
@@ -899,6 +897,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         else:
             self.counts["idle_merges_fruitless"] += 1
             self._idle_merge_backoff = min(IDLE_MERGE_MAX_BACKOFF, 2 * self._idle_merge_backoff)
+
+    def _delivering_merge(self) -> bool:
+        """A merge's results are still being handed over, a slice a turn."""
+        return self._delivery_call is not None or self._idle_merge_open is not None
 
     def _schedule_delivery(self) -> None:
         """Deliver URLseen's owed results in the next reactor turn, if any are owed."""
