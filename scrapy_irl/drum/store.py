@@ -815,11 +815,12 @@ class Drum:
 
     # -- delivering results ----------------------------------------------------------------
 
-    def deliver(self, max_tuples: int | None = None) -> int:
+    def deliver(self, max_tuples: int | None = None, *, epochs: int | None = None) -> int:
         """Hand owed results to ``on_results``, oldest epoch first; returns batches delivered.
 
         With ``max_tuples``, stops between batches once that many tuples were delivered:
-        the rest stays owed, and the next call goes on with the next batch. An epoch is
+        the rest stays owed, and the next call goes on with the next batch. With
+        ``epochs``, stops once that many epochs were acknowledged. An epoch is
         acknowledged (its files deleted) only after the callback returned for all its
         buckets; if the callback raises, the epoch stays owed and is delivered again from
         its first batch next time, with the same epoch number and batches.
@@ -829,9 +830,9 @@ class Drum:
         if self.on_results is None or self._delivering or not self._manifest.pending_delivery:
             return 0
         self._delivering = True  # a callback that submits and merges must not re-enter
-        delivered = tuples = 0
+        delivered = tuples = acknowledged = 0
         try:
-            while self._manifest.pending_delivery:
+            while self._manifest.pending_delivery and (epochs is None or acknowledged < epochs):
                 epoch = self._manifest.pending_delivery[0]
                 if self._cursor is None or self._cursor[0] != epoch:
                     self._drop_cursor()
@@ -870,9 +871,23 @@ class Drum:
                 for bucket in self._make_buckets(epoch):
                     bucket.delete()
                 (self.path / f"res.{epoch:010d}.drum").unlink(missing_ok=True)
+                acknowledged += 1
         finally:
             self._delivering = False
         return delivered
+
+    def finish_epoch(self) -> int:
+        """Deliver the rest of the epoch a sliced delivery is part-way through, if any;
+        returns batches delivered.
+
+        For a graceful stop: left owed, the epoch is delivered again from its first batch
+        at the next open, and a consumer counting what it gets counts those batches twice.
+        """
+        if self._closed:
+            raise DrumError("DRUM store is closed")
+        if self._cursor is None:
+            return 0
+        return self.deliver(epochs=1)
 
     def _drop_cursor(self) -> None:
         """Forget the epoch delivered in slices (closing its open aux file)."""

@@ -162,3 +162,31 @@ def test_a_callback_that_closes_the_store_leaves_the_rest_of_the_epoch_owed(tmp_
         assert reopened.pending_deliveries == 1
         reopened.deliver()
     assert rows(again) == whole(tmp_path, 60, 4)
+
+
+def test_finish_epoch_delivers_the_rest_of_the_begun_epoch_and_no_more(tmp_path):
+    """A graceful stop finishes the epoch it began handing over; a later owed epoch waits."""
+    got: list[DrumBatch] = []
+    with Drum(tmp_path / "s", buckets=2, on_results=got.append, delivery_slice=5) as drum:
+        assert drum.finish_epoch() == 0  # nothing begun
+        fill(drum, 60)
+        drum.merge()  # epoch 1: one slice
+        fill(drum, 40, offset=1000)
+        drum.merge()  # epoch 2 owed; the merge's slice went on with epoch 1
+        assert drum.pending_deliveries == 2
+        first = got[0].epoch
+        assert {b.epoch for b in got} == {first}
+        assert drum.finish_epoch() > 0
+        assert drum.pending_deliveries == 1
+        assert {b.epoch for b in got} == {first}
+        assert rows(got) == whole(tmp_path, 60, 2)  # all of epoch 1, each tuple once
+        assert drum.finish_epoch() == 0  # epoch 2 not begun: stays owed
+        assert drum.pending_deliveries == 1
+    with Drum(tmp_path / "s", buckets=2, on_results=got.append, delivery_slice=5) as drum:
+        drum.deliver()
+        assert drum.pending_deliveries == 0
+    assert len(rows(got)) == 100
+    closed = Drum(tmp_path / "t", buckets=1)
+    closed.close()
+    with pytest.raises(DrumError, match="closed"):
+        closed.finish_epoch()

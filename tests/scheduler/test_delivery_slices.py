@@ -146,19 +146,52 @@ def test_a_kill_in_the_middle_of_a_sliced_delivery_queues_every_url_once(tmp_pat
         resumed.close("finished")
 
 
-def test_close_cancels_a_pending_slice_and_leaves_the_results_owed_on_disk(tmp_path: Path):
-    sched, turns, sizes = merged_with_jobdir(tmp_path, [f"http://127.0.0.{i + 1}/p" for i in range(30)])
-    assert len(turns.calls) == 1
+def test_a_graceful_stop_finishes_the_begun_delivery_so_the_next_run_counts_nothing_twice(
+    tmp_path: Path,
+):
+    """Left owed, the epoch was delivered again from its first slice at the next start,
+    and the URLs of the slices already handed over counted twice in scheduler/enqueued."""
+    urls = [f"http://127.0.0.{i + 1}/p" for i in range(30)]
+    sched, turns, sizes = merged_with_jobdir(tmp_path, urls + urls[:6])  # 6 duplicates
+    assert sum(sizes) < 36 and len(turns.calls) == 1
     sched.close("shutdown")
     assert not turns.calls[0].active()
+    assert sum(sizes) == 36  # the rest handed over at close
+    first_run = sched.stats.get_stats()
+    assert first_run["scheduler/enqueued"] == 30 and first_run["dupefilter/filtered"] == 6
     again, turns, sizes = opened(tmp_path / "again", JOBDIR=str(tmp_path / "job"))
     try:
-        assert again.urlseen.pending_deliveries == 1
-        again._merge_for_idle()
-        turns.run()
-        assert sum(sizes) == 30 and again.urlseen.pending_deliveries == 0
+        assert again.urlseen.pending_deliveries == 0
+        assert again.stats.get_value("irl_sched/resumed_pending") == 30
+        again.star.flush()
+        got = []
+        while (popped := again.beast.pop()) is not None:
+            got.append(record_url(popped[0]))
+        assert len(got) == len(set(got)) and set(got) <= set(urls)
+        assert len(got) + again._ram_items() == 30
+        assert again.stats.get_value("scheduler/enqueued", 0) == 0
+        assert sizes == []
     finally:
         again.close("finished")
+
+
+def test_an_owed_epoch_not_begun_in_this_run_stays_owed_at_a_graceful_stop(tmp_path: Path):
+    """Only a begun delivery is finished at close: results a killed run left owed are
+    delivered by the next run's merge, not by a close that never started them."""
+    sched, turns, sizes = merged_with_jobdir(tmp_path, [f"http://127.0.1.{i + 1}/p" for i in range(30)])
+    shutil.copytree(tmp_path / "job", tmp_path / "killed")  # a kill -9 mid-delivery
+    sched.close("shutdown")
+    resumed, turns, sizes = opened(tmp_path / "again", JOBDIR=str(tmp_path / "killed"))
+    resumed.close("shutdown")
+    assert sizes == [] and resumed.urlseen.pending_deliveries == 1
+    last, turns, sizes = opened(tmp_path / "last", JOBDIR=str(tmp_path / "killed"))
+    try:
+        last._merge_for_idle()
+        turns.run()
+        assert sum(sizes) == 30 and last.urlseen.pending_deliveries == 0
+        assert last.stats.get_value("scheduler/enqueued") == 30
+    finally:
+        last.close("finished")
 
 
 def test_a_full_disk_while_a_sliced_merge_finishes_closes_the_crawl_cleanly(tmp_path: Path):
