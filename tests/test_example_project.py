@@ -182,6 +182,23 @@ def test_seed_file_bad_ports_and_a_byte_order_mark(tmp_path):
     assert [number for number, _ in bad] == [2, 3]
 
 
+def test_a_simweb_port_file_cut_short_is_damaged_not_another_port(tmp_path):
+    # "4123" of "41234\n" read as port 4123, and a resumed frontier was spent against it
+    # (JOBDIR damage probe, 2026-11-28): only digits and the newline the writer adds count.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "example_project"))
+    from example.spiders.broad import _read_port, _write_port
+
+    port_file = tmp_path / "simweb.port"
+    _write_port(port_file, 41234)
+    assert _read_port(port_file) == 41234
+    for damaged in (b"4123", b"41234", b"", b"\n", b" 41234\n", b"41234\n\n", b"70000\n",
+                    b"0\n", b"4\xff\n", b"+4123\n"):  # fmt: skip
+        port_file.write_bytes(damaged)
+        assert _read_port(port_file) is None, damaged
+    port_file.unlink()
+    assert _read_port(port_file) is None
+
+
 def test_simweb_failing_to_start_closes_the_spider_at_open(caplog):
     # Raised from the spider_opened handler, CloseSpider stops the crawl before the engine
     # starts; any failure (not only a taken port) must do so, or a resumed frontier is fetched.

@@ -16,8 +16,9 @@ stays in the JOBDIR for the next run.
 from __future__ import annotations
 
 import contextlib
-import os
 import logging
+import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,11 +34,18 @@ logger = logging.getLogger(__name__)
 
 
 def _read_port(path: Path) -> int | None:
-    """The simweb port an earlier run of this JOBDIR used, if it left a readable one."""
+    """The simweb port an earlier run of this JOBDIR used, if it left a readable one.
+
+    Only the file as :func:`_write_port` writes it, digits and a newline: a file cut
+    short ("4123" of "41234\n") read as another port, and the frontier was spent against
+    it (a JOBDIR damage probe, 2026-11-28)."""
     try:
-        port = int(path.read_text().strip())
+        text = path.read_text(encoding="ascii")
     except (OSError, ValueError):
         return None
+    if re.fullmatch(r"[0-9]{1,5}\n", text) is None:
+        return None
+    port = int(text)
     return port if 0 < port < 65536 else None
 
 
