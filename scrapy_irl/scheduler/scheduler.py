@@ -630,15 +630,14 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         the next run delivered it again from its first slice and counted those URLs in
         ``scheduler/enqueued`` and ``dupefilter/filtered`` twice (STAR's origins kept
         them from being queued twice). Epochs not yet begun stay owed, counted once."""
-        if self.temporary:
-            return  # removed at close: nothing is kept to count again
+        if self.temporary or self._storage_error:
+            return  # removed at close, or closing on a failed store: only save what RAM holds
         try:
             self.urlseen.finish_epoch()
-        except FRONTIER_FAILURES:
-            raise
-        except Exception:  # the epoch stays owed, delivered again from its first slice
-            logger.exception("IRL scheduler: handing over URLseen's results at close failed",
-                             extra={"spider": self.spider})  # fmt: skip
+        except Exception:  # noqa: BLE001 - the close must still save what RAM holds
+            # The epoch stays owed, delivered again from its first slice at the next start.
+            logger.exception("IRL scheduler: handing over URLseen's results at close failed; "
+                             "the next start delivers them again", extra={"spider": self.spider})
 
     def _close_beast(self) -> None:
         self.beast.close()

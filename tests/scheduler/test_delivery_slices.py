@@ -175,6 +175,44 @@ def test_a_graceful_stop_finishes_the_begun_delivery_so_the_next_run_counts_noth
         again.close("finished")
 
 
+def test_a_failure_handing_over_at_close_leaves_the_epoch_owed_and_the_close_whole(
+    tmp_path: Path, caplog
+):
+    import errno
+
+    urls = [f"http://127.0.0.{i + 1}/p" for i in range(30)]
+    sched, turns, sizes = merged_with_jobdir(tmp_path, urls)
+    sched.enqueue_request(Request("http://127.0.0.1/", dont_filter=True))  # in RAM
+
+    def full_disk(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    sched.star.admit = full_disk  # type: ignore[method-assign]
+    sched.close("shutdown")  # does not raise
+    assert "handing over URLseen's results at close failed" in caplog.text
+    again, turns, sizes = opened(tmp_path / "again", JOBDIR=str(tmp_path / "job"))
+    try:
+        assert again.urlseen.pending_deliveries == 1
+        saved = []
+        while (popped := again.beast.pop()) is not None:
+            saved.append(record_url(popped[0]))
+        assert "http://127.0.0.1/" in saved  # the request RAM held went back to BEAST
+        again._merge_for_idle()
+        turns.run()
+        assert again.urlseen.pending_deliveries == 0
+        assert sum(sizes) == 31  # the owed epoch whole, and the dont_filter request's mark
+    finally:
+        again.close("finished")
+
+
+def test_a_close_after_a_storage_error_does_not_hand_over_more(tmp_path: Path):
+    sched, turns, sizes = merged_with_jobdir(tmp_path, [f"http://127.0.0.{i + 1}/p" for i in range(30)])
+    delivered = sum(sizes)
+    sched._storage_error = True  # as _on_storage_error leaves it
+    sched.close("frontier_storage_error")
+    assert sum(sizes) == delivered < 30
+
+
 def test_an_owed_epoch_not_begun_in_this_run_stays_owed_at_a_graceful_stop(tmp_path: Path):
     """Only a begun delivery is finished at close: results a killed run left owed are
     delivered by the next run's merge, not by a close that never started them."""
