@@ -224,6 +224,7 @@ def run(name: str, args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]
                 time.sleep(0.1)
             port = int(port_file.read_text())
             settings = json.loads(json.dumps(RUNS[name]).replace("{tmp}", tmp))
+            settings.update(args.set)
             with open(out_path, "w") as out, open(err_path, "w") as err:
                 proc = subprocess.Popen(
                     [sys.executable, __file__, "--crawl", json.dumps(settings), "--port",
@@ -272,6 +273,17 @@ def watch(proc: subprocess.Popen[bytes], out_path: Path, deadline: float,
             return None
 
 
+def setting_override(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` of ``--set``: the value as JSON (numbers, true, lists), else as given."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name.strip(), json.loads(value)
+    except ValueError:
+        return name.strip(), value
+
+
 def split_cell(probe: dict[str, Any]) -> str:
     """``anon / file parked`` of one probe (probes saved before the split: ``-``)."""
     if "anon" not in probe:
@@ -298,6 +310,10 @@ def main() -> int:
     p.add_argument("--hosts", type=int, default=200_000, help="distinct host names (PLDs)")
     p.add_argument("--probe", type=float, default=2.0, help="seconds between probes")
     p.add_argument("--only", nargs="*", choices=sorted(RUNS), help="runs to do")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   type=setting_override,
+                   help="a Scrapy setting for every run (VALUE read as JSON, else a string; "
+                        "IRL_* settings only matter to the irl run), e.g. IRL_IP_DELAY=0.1")
     p.add_argument("--json", action="store_true", help="print the probes as JSON instead")
     p.add_argument("--save", help="also write the probes as JSON to this file")
     p.add_argument("--serve", help=argparse.SUPPRESS)
@@ -324,6 +340,8 @@ def main() -> int:
                          10_000_000) if m <= args.urls]  # fmt: skip
     print(f"fanout {args.fanout} links/page, {args.hosts} hosts; RSS (MiB) when the frontier "
           f"(enqueued - dequeued) first reached:\n")
+    if args.set:
+        print("settings: " + ", ".join(f"{k}={v!r}" for k, v in args.set) + "\n")
     print(f"{'frontier':>12}" + "".join(f"{n:>14}" for n in names))
     for m in marks:
         row = []
