@@ -359,12 +359,37 @@ class Drum:
         self.stats.torn_tuples_dropped += dropped
         self.stats.cache_keys = self._manifest.cache_count
         for epoch in self._manifest.pending_delivery:
-            for bucket in self._make_buckets(epoch):
+            buckets = self._make_buckets(epoch)
+            for bucket in buckets:
                 bucket.recover(repair=False)  # merged whole: nothing a kill could tear
+            self._check_results(epoch, [bucket.file_records for bucket in buckets])
         if self.sync_index:
             for bucket in self._buckets:
                 self._pending.add_many(self._updating_keys(bucket.read_records()))
             self._open_cache_index()
+
+    def _check_results(self, epoch: int, records: list[int]) -> None:
+        """An owed epoch's results file holds one whole frame per bucket, each as long as
+        its bucket. It is written whole before MANIFEST owes it, so anything else is
+        damage: refused at open. Found only at the first delivery, it closed every run
+        after its first requests, each adding to the batch the next run owed (a probe,
+        2026-11-28)."""
+        path = self.path / f"res.{epoch:010d}.drum"
+        if not path.exists():
+            raise DrumCorruptionError(
+                f"{path}: missing, but MANIFEST owes the results of epoch {epoch} (a kill "
+                "cannot delete it)"
+            )
+        scan = scan_frames(path.read_bytes(), MAGIC_RESULT, str(path),
+                           record_size=self._result_dtype.itemsize)  # fmt: skip
+        counts = [frame.count for frame in scan.frames]
+        if scan.torn_bytes or counts != records:
+            raise DrumCorruptionError(
+                f"{path}: results for {counts} tuples per bucket with {scan.torn_bytes} "
+                f"bytes after the last whole frame, but the buckets of epoch {epoch} hold "
+                f"{records} (it was written whole before the merge was committed: "
+                "truncated or damaged since)"
+            )
 
     def _open_cache_index(self) -> None:
         if self._cache_index is not None:

@@ -633,6 +633,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         if self.temporary or self._storage_error:
             return  # removed at close, or closing on a failed store: only save what RAM holds
         try:
+            # URLseen's close writes its buffers out, and a bucket that reaches its size
+            # merges and delivers a slice of a new epoch, left owed: write out first.
+            self.urlseen.write_out()
             self.urlseen.finish_epoch()
         except Exception:  # noqa: BLE001 - the close must still save what RAM holds
             # The epoch stays owed, delivered again from its first slice at the next start.

@@ -126,12 +126,24 @@ def test_zero_filled_tail_is_torn_not_corrupt(tmp_path: Path) -> None:
         assert drum.pending_tuples == 60
 
 
-@pytest.mark.parametrize("damage", [lambda p: flip(p, 30), lambda p: truncate(p, 12)])
-def test_damaged_results_are_refused_on_delivery(tmp_path: Path, damage) -> None:
+@pytest.mark.parametrize(
+    "damage", [lambda p: flip(p, 30), lambda p: truncate(p, 12), lambda p: p.write_bytes(p.read_bytes()[:-1]),
+               lambda p: p.unlink(), lambda p: p.write_bytes(b"")],  # fmt: skip
+)
+def test_damaged_results_of_an_owed_epoch_are_refused_at_open(tmp_path: Path, damage) -> None:
+    """Found only at the first delivery, damage closed each run after its first requests,
+    and the next run resumed the same way (a kill probe, 2026-11-28)."""
     build(tmp_path, owe_results=True)
     damage(only(tmp_path, "res.*.drum"))
+    with pytest.raises(DrumCorruptionError, match=r"res\.\d+\.drum"):
+        reopen(tmp_path)
+
+
+def test_results_damaged_after_open_are_refused_on_delivery(tmp_path: Path) -> None:
+    build(tmp_path, owe_results=True)
     drum = reopen(tmp_path)
     try:
+        truncate(only(tmp_path, "res.*.drum"), 12)
         with pytest.raises(DrumCorruptionError):
             drum.deliver()
     finally:

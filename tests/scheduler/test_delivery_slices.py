@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
@@ -211,6 +212,44 @@ def test_a_close_after_a_storage_error_does_not_hand_over_more(tmp_path: Path):
     sched._storage_error = True  # as _on_storage_error leaves it
     sched.close("frontier_storage_error")
     assert sum(sizes) == delivered < 30
+
+
+def test_a_killed_delivery_whose_results_file_was_damaged_is_refused_at_start(tmp_path: Path):
+    """Found only at the first delivery, the damage closed each run after its first
+    requests, and "awaiting URLseen" grew run after run (a kill probe, 2026-11-28)."""
+    from scrapy_irl.exceptions import DrumCorruptionError
+
+    sched, turns, sizes = merged_with_jobdir(tmp_path, [f"http://127.0.1.{i + 1}/p" for i in range(30)])
+    shutil.copytree(tmp_path / "job", tmp_path / "killed")  # a kill -9 mid-delivery
+    sched.close("shutdown")
+    (results,) = (tmp_path / "killed").rglob("urlseen/res.*.drum")
+    results.write_bytes(results.read_bytes()[:-10])
+    with pytest.raises(DrumCorruptionError, match="res"):
+        opened(tmp_path / "again", JOBDIR=str(tmp_path / "killed"))
+
+
+def test_a_merge_the_closing_write_out_starts_is_handed_over_whole_too(tmp_path: Path):
+    """URLseen's close wrote its buffers out after the hand-over; a bucket that reached
+    its size merged there and delivered one slice, left owed and counted again by the
+    next run (a stop probe, 2026-11-28: 234 tuples counted twice in 7 stops)."""
+    sched, turns, sizes = opened(tmp_path, JOBDIR=str(tmp_path / "job"),
+                                 IRL_FRONTIER_URLSEEN_BUCKET_BYTES=64)  # fmt: skip
+    urls = [f"http://127.0.0.{i % 200 + 1}/p{i}" for i in range(400)]
+    for url in urls:
+        sched.enqueue_request(Request(url))
+    assert sched.urlseen.pending_tuples  # some still in RAM buffers
+    turns.calls.clear()  # the stop comes before any owed slice's turn
+    sched.close("shutdown")
+    first = sched.stats.get_value("scheduler/enqueued", 0)
+    again, turns, sizes = opened(tmp_path / "again", JOBDIR=str(tmp_path / "job"),
+                                 IRL_FRONTIER_URLSEEN_BUCKET_BYTES=64)  # fmt: skip
+    try:
+        assert again.urlseen.pending_deliveries == 0
+        again._merge_for_idle()
+        turns.run()
+        assert first + again.stats.get_value("scheduler/enqueued", 0) == len(urls)
+    finally:
+        again.close("finished")
 
 
 def test_an_owed_epoch_not_begun_in_this_run_stays_owed_at_a_graceful_stop(tmp_path: Path):
