@@ -1,4 +1,5 @@
-"""One spelling per host: what politeness, robots.txt and DNS records are keyed by.
+"""One spelling per host: what politeness and DNS records are keyed by (robots.txt
+records too, but by :func:`authority_host`, which keeps the root's trailing dot).
 
 A server is one server however its URL writes it. DNS names are case-insensitive and
 ``site.test.`` is ``site.test``; an IPv6 literal has many spellings (``[::1]``,
@@ -44,6 +45,17 @@ def canonical_host(hostname: str | None) -> str:
             return host
         mapped = address.ipv4_mapped
         return str(mapped) if mapped is not None else address.compressed
+    return host
+
+
+def authority_host(hostname: str | None) -> str:
+    """The host as an authority (RFC 9309's robots.txt origin, URLseen's URL): as
+    :func:`canonical_host`, but a name keeps the root's trailing dot. ``a.test.`` is
+    ``a.test`` to DNS and to the heaps, yet another ``Host:`` header, which many servers
+    answer apart (their own robots.txt included)."""
+    host = canonical_host(hostname)
+    if host and ":" not in host and (hostname or "").endswith("."):
+        return host + "."
     return host
 
 

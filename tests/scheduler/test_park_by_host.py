@@ -26,8 +26,12 @@ from tests.scheduler.test_robots_expiry import RULES, done
 from tests.scheduler.test_scheduler_lifecycle import scheduler as new_scheduler
 
 
-def _open(tmp_path: Path, clock: FakeClock, *, tau_h: float, tau_s: float, **extra: Any) -> Any:
-    web = FakeWeb({f"http://{h}/robots.txt": (200, RULES) for h in ("a.test", "slow.test")})
+def _open(tmp_path: Path, clock: FakeClock, *, tau_h: float, tau_s: float,
+          web: FakeWeb | None = None, **extra: Any) -> Any:  # fmt: skip
+    """a.test and slow.test on one IP, robots.txt from ``web`` (by default both hosts'
+    answer RULES)."""
+    if web is None:
+        web = FakeWeb({f"http://{h}/robots.txt": (200, RULES) for h in ("a.test", "slow.test")})
     sched = new_scheduler(
         JOBDIR=str(tmp_path / "job"), ROBOTSTXT_OBEY=True, IRL_HOSTS_DIR=str(tmp_path / "hosts"),
         IRL_HOST_DELAY=tau_h, IRL_HOST_DELAY_MIN=tau_h, IRL_IP_DELAY=tau_s,
