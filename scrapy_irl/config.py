@@ -25,18 +25,25 @@ def _default(name: str) -> Any:
         raise KeyError(f"{name} is not an scrapy-irl setting (see scrapy_irl/settings.py)") from None
 
 
-def _bad(name: str, value: Any, expected: str) -> ValueError:
-    return ValueError(f"invalid {name}={value!r}: expected {expected}")
+class SettingError(ValueError):
+    """An ``IRL_*`` setting with a value the component reading it refuses. A ValueError,
+    as Scrapy's own getters raise; its own type lets a component's start say "Refusing to
+    start the crawl" once (:func:`scrapy_irl.refusal.refusing_start`) instead of leaving
+    it to a traceback."""
+
+
+def _bad(name: str, value: Any, expected: str) -> SettingError:
+    return SettingError(f"invalid {name}={value!r}: expected {expected}")
 
 
 def _check_range(name: str, value: float, minimum: float | None, above: float | None,
                  maximum: float | None = None) -> None:  # fmt: skip
     if minimum is not None and not value >= minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+        raise SettingError(f"{name} must be >= {minimum}, got {value!r}")
     if above is not None and not value > above:
-        raise ValueError(f"{name} must be > {above}, got {value!r}")
+        raise SettingError(f"{name} must be > {above}, got {value!r}")
     if maximum is not None and not value <= maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
+        raise SettingError(f"{name} must be <= {maximum}, got {value!r}")
 
 
 def require_reactor(settings: BaseSettings, component: str) -> None:
@@ -71,8 +78,11 @@ def _number(read: Any, name: str, expected: str, minimum: float | None,
         value = read(name, _default(name))
     except (ValueError, TypeError, OverflowError):
         raise _bad(name, read.__self__.get(name), expected) from None
-    if isinstance(value, float) and math.isnan(value):  # NaN passes no bound check
-        raise _bad(name, value, expected)
+    if isinstance(value, float) and not math.isfinite(value):
+        # NaN passes every bound check; infinity passes a minimum, and an infinite delay
+        # or interval is a crawl that never fetches (IRL_HOST_DELAY=inf: 0 requests until
+        # CLOSESPIDER_TIMEOUT, a user probe, 2026-11-28) or a timer Twisted cannot set
+        raise _bad(name, read.__self__.get(name, value), f"{expected} (finite)")
     _check_range(name, value, minimum, above, maximum)
     return value
 
@@ -81,7 +91,8 @@ def getint(
     settings: BaseSettings, name: str, *, minimum: int | None = None, above: int | None = None,
     maximum: int | None = None,
 ) -> int:
-    """``name`` as an int; a value that is not one, or out of range, is a ValueError naming it.
+    """``name`` as an int; a value that is not one, or out of range, is a :class:`SettingError`
+    naming it.
 
     A float with a fraction (1.5) is refused: Scrapy's ``getint`` would truncate it to 1
     without a word, and 0.5 would be refused as "got 0"."""
@@ -103,7 +114,8 @@ def getpowerof2(settings: BaseSettings, name: str, *, maximum: int) -> int:
 def getfloat(
     settings: BaseSettings, name: str, *, minimum: float | None = None, above: float | None = None
 ) -> float:
-    """``name`` as a float; NaN, a non-number or a value out of range is a ValueError naming it."""
+    """``name`` as a float; NaN, infinity, a non-number or a value out of range is a
+    :class:`SettingError` naming it (a very long delay or TTL is written as a large number)."""
     return float(_number(settings.getfloat, name, "a number", minimum, above))
 
 

@@ -28,7 +28,7 @@ from twisted.internet import task
 from scrapy_irl import config
 from scrapy_irl.drum.store import MAX_BUCKETS
 from scrapy_irl.fingerprint import fingerprint_function_for, key_function
-from scrapy_irl.refusal import refusing_start
+from scrapy_irl.refusal import refusing_bad_settings, refusing_start
 from scrapy_irl.tempdirs import make_temporary_directory, remove_temporary_directory
 from scrapy_irl.urlseen import URLSeen, key_of, unpack_key
 
@@ -107,7 +107,8 @@ class DrumDupeFilter(BaseDupeFilter):
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         config.require_reactor(settings, "scrapy_irl.dupefilter.DrumDupeFilter")  # its write-out timer
-        configured = config.getpath(settings, "IRL_URLSEEN_DIR")
+        with refusing_bad_settings("DrumDupeFilter", crawler):
+            configured = config.getpath(settings, "IRL_URLSEEN_DIR")
         jobdir = job_dir(settings)
         temporary = False
         if configured:

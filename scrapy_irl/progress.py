@@ -21,6 +21,7 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
 from scrapy_irl import config
+from scrapy_irl.refusal import refusing_bad_settings
 
 if TYPE_CHECKING:
     from typing import Self
@@ -70,6 +71,11 @@ class IrlProgress:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        with refusing_bad_settings("IrlProgress", crawler):
+            return cls._configured(crawler)
+
+    @classmethod
+    def _configured(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         if not config.getbool(settings, "IRL_PROGRESS_ENABLED"):
             raise NotConfigured

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from scrapy_irl.config import SettingError
 from scrapy_irl.exceptions import IrlError, StoreAccessError
 
 logger = logging.getLogger(__name__)
@@ -28,10 +29,14 @@ logger = logging.getLogger(__name__)
 
 @contextmanager
 def refusing_start(component: str, crawler: Any) -> Iterator[None]:
-    """Log a store refusal (any :class:`IrlError`) raised inside as one ERROR line that
-    names ``component`` and says what to do, then let it propagate (the crawl stops)."""
+    """Log a store refusal (any :class:`IrlError`) or a refused setting raised inside as
+    one ERROR line that names ``component`` and says what to do, then let it propagate
+    (the crawl stops)."""
     try:
         yield
+    except SettingError as exc:
+        _log_setting(component, exc, crawler)
+        raise
     except OSError as exc:  # a file the system will not open: not damage, say so
         refusal = StoreAccessError.from_os_error(exc, component)
         _log(component, refusal, crawler)
@@ -39,6 +44,27 @@ def refusing_start(component: str, crawler: Any) -> Iterator[None]:
     except IrlError as exc:
         _log(component, exc, crawler)
         raise
+
+
+@contextmanager
+def refusing_bad_settings(component: str, crawler: Any) -> Iterator[None]:
+    """Log a refused ``IRL_*`` value (:class:`~scrapy_irl.config.SettingError`) raised
+    inside as the one "Refusing to start the crawl" line, then let it propagate: raised
+    raw from a middleware's or extension's ``from_crawler``, it reached the user as
+    Scrapy's tracebacks (a user probe, 2026-11-28: ``IRL_PROGRESS_INTERVAL=x``)."""
+    try:
+        yield
+    except SettingError as exc:
+        _log_setting(component, exc, crawler)
+        raise
+
+
+def _log_setting(component: str, exc: SettingError, crawler: Any) -> None:
+    log_refusal(
+        logger, "%(error)s (read by %(component)s)",
+        {"error": exc, "component": component.partition(" (")[0]},
+        spider=getattr(crawler, "spider", None), refused=exc,
+    )  # fmt: skip
 
 
 def _log(component: str, exc: IrlError, crawler: Any) -> None:

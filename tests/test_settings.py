@@ -105,6 +105,15 @@ BAD_VALUES = [
     ("IRL_FRONTIER_DIR", 5, _scheduler),
     ("IRL_FRONTIER_DIR", ["a"], _scheduler),
     ("IRL_BUDGET_BASE", -1, _scheduler),
+    # read at open(): refused there in a burst of Scrapy's tracebacks (a user probe)
+    ("IRL_DRUM_FSYNC", "maybe", _scheduler),
+    ("IRL_FAST_FINGERPRINT", "maybe", _scheduler),
+    ("IRL_DRUM_VERIFY_ON_OPEN", "maybe", _scheduler),
+    # infinite delays were taken: a crawl that never fetched, without a word (a probe)
+    ("IRL_HOST_DELAY", float("inf"), _scheduler),
+    ("IRL_IP_DELAY", "inf", _scheduler),
+    ("IRL_BACKOFF_MAX", float("inf"), _scheduler),
+    ("IRL_IP_SHARE", "x", _scheduler),
     # read by the download handler, which Scrapy builds at the first request: until
     # 2026-11-27 every request then failed ("Unsupported URL scheme 'http'")
     ("IRL_KEEPALIVE_MAX_IDLE", 0, _scheduler),
@@ -182,3 +191,64 @@ def test_a_setting_the_scheduler_refuses_is_logged_before_scrapys_follow_on_erro
     assert errors == ["Refusing to start the crawl: need 0 <= IRL_HOST_DELAY_MIN <= "
                       "IRL_HOST_DELAY, got 5.0, 1.0"]  # fmt: skip
     assert not (tmp_path / "job" / "irl").exists()  # refused before the frontier's directory
+
+
+#: A bad value each component reads at start, and the class named in the refusal line.
+REFUSAL_LINES = [
+    ("IRL_PROGRESS_INTERVAL", "x", "scrapy_irl.progress.IrlProgress", "IrlProgress"),
+    ("IRL_REPORT_INTERVAL", "x", "scrapy_irl.report.sampler.StatsSampler", "StatsSampler"),
+    ("IRL_DNS_TIMEOUT", "x", "scrapy_irl.hosts.middleware.HostDnsMiddleware", "HostDnsMiddleware"),
+    ("IRL_HOSTS_CACHE_BYTES", "x", "scrapy_irl.hosts.middleware.HostDnsMiddleware",
+     "HostDnsMiddleware"),
+    ("IRL_ROBOTS_TTL", "inf", "scrapy_irl.robots.middleware.RobotsCacheMiddleware",
+     "RobotsCacheMiddleware"),
+    ("IRL_URLSEEN_DIR", 5, "scrapy_irl.dupefilter.DrumDupeFilter", "DrumDupeFilter"),
+    ("IRL_CRAWL_DELAY_MAX", "x", "scrapy_irl.robots.crawl_delay.CrawlDelayMiddleware",
+     "CrawlDelayMiddleware"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "bad", "path", "component"), REFUSAL_LINES,
+                         ids=[f"{n}={b!r}" for n, b, _, _ in REFUSAL_LINES])  # fmt: skip
+def test_a_bad_value_read_by_a_component_gets_the_one_refusal_line(
+    name: str, bad: Any, path: str, component: str, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Raised raw from a middleware's or extension's start, a refused value reached the
+    user as Scrapy's tracebacks, without the "Refusing to start the crawl" line the
+    scheduler's own settings get (a user probe, 2026-11-28)."""
+    from scrapy.utils.test import get_crawler
+
+    settings = {"JOBDIR": str(tmp_path / "job"), "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                "ROBOTSTXT_OBEY": True, "IRL_REPORT_ENABLED": True, name: bad}  # fmt: skip
+    with pytest.raises(config.SettingError):
+        _from_crawler(path)(get_crawler(settings_dict=settings))
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"Refusing to start the crawl: invalid {name}={bad!r}"), errors
+    assert errors[0].endswith(f"(read by {component})"), errors
+
+
+def test_a_setting_read_as_the_scheduler_opens_gets_the_one_refusal_line(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every value is read when the scheduler is created (check_settings); one that only
+    # open() reads still gets the line, not only Scrapy's tracebacks
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_irl.scheduler import pipeline
+
+    crawler = get_crawler(settings_dict={"JOBDIR": str(tmp_path / "job"),
+                                         "IRL_HOSTS_DIR": str(tmp_path / "hosts")})  # fmt: skip
+    sched = _scheduler(crawler)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise config.SettingError("invalid IRL_BEAST_QUEUES=1: expected 2 or more")
+
+    monkeypatch.setattr(pipeline, "build_star_and_beast", refused)
+    with pytest.raises(config.SettingError):
+        sched.open(Spider(name="s"))
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == ["Refusing to start the crawl: invalid IRL_BEAST_QUEUES=1: expected 2 "
+                      "or more"]  # fmt: skip

@@ -28,6 +28,7 @@ from twisted.internet import task
 
 from scrapy_irl import config
 from scrapy_irl import settings as defaults
+from scrapy_irl.refusal import refusing_bad_settings
 
 if TYPE_CHECKING:
     from typing import Self
@@ -104,6 +105,11 @@ class StatsSampler:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        with refusing_bad_settings("StatsSampler", crawler):
+            return cls._configured(crawler)
+
+    @classmethod
+    def _configured(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         if not config.getbool(settings, "IRL_REPORT_ENABLED"):
             raise NotConfigured("IRL_REPORT_ENABLED is off")

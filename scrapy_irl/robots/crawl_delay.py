@@ -17,6 +17,7 @@ from scrapy.exceptions import NotConfigured
 
 from scrapy_irl import config
 from scrapy_irl.robots.middleware import STAT_PREFIX, refuses_long_crawl_delay, robots_for
+from scrapy_irl.refusal import refusing_bad_settings
 
 if TYPE_CHECKING:
     from typing import Self
@@ -53,7 +54,8 @@ class CrawlDelayMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler)
+        with refusing_bad_settings("CrawlDelayMiddleware", crawler):
+            return cls(crawler)
 
     def process_request(self, request: Request, spider: Spider | None = None) -> None:
         if request.meta.get("dont_obey_robotstxt"):

@@ -138,9 +138,11 @@ def policy_from_settings(settings: Any) -> RobotsPolicy:
             retry_max_delay=config.getfloat(settings, "IRL_ROBOTS_RETRY_MAX_DELAY"),
             stale_ttl=config.getfloat(settings, "IRL_ROBOTS_STALE_TTL", minimum=0),
         )
-    except ValueError as exc:
+    except config.SettingError:
+        raise  # names its setting already
+    except ValueError as exc:  # the values together (RobotsPolicy's own checks)
         # Not NotConfigured: that would switch robots.txt off without a word.
-        raise ValueError(f"invalid IRL_ROBOTS_* setting: {exc}") from exc
+        raise config.SettingError(f"invalid IRL_ROBOTS_* setting: {exc}") from exc
 
 
 class RobotsCacheMiddleware:

@@ -82,6 +82,15 @@ class Intake:
             self.counts["session_redirects_kept"] += 1
             stripped = None
         if stripped is not None:
+            if not self.counts["session_params_stripped"]:
+                # once: a count alone left a user wondering where pages went (a probe)
+                logger.info(
+                    "IRL scheduler: removing session-id parameters from URLs before they "
+                    "are deduplicated and fetched, e.g. %(url)s -> %(stripped)s "
+                    "(IRL_SESSION_PARAMS; [] keeps URLs unchanged; counted in "
+                    "irl_sched/session_params_stripped)",
+                    {"url": request.url, "stripped": stripped}, extra={"spider": self.spider},
+                )  # fmt: skip
             self.counts["session_params_stripped"] += 1
             request = request.replace(url=stripped)
             parts = urlparse_cached(request)

@@ -89,6 +89,11 @@ def check_settings(settings: Any) -> None:
     from scrapy_irl.hosts.middleware import dns_options
 
     keepalive_max_idle(settings)  # read by the download handler, built at the first request
+    # read at open(): a bad one raised there, in a burst of Scrapy's follow-on tracebacks
+    # without the one "Refusing to start" line (a user probe, 2026-11-28)
+    for flag in ("IRL_DRUM_FSYNC", "IRL_DRUM_VERIFY_ON_OPEN", "IRL_FAST_FINGERPRINT"):
+        config.getbool(settings, flag)
+    config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0)
     beast_options(settings)
     urlseen_options(settings)
     star_cache_entries(settings)

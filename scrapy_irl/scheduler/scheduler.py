@@ -259,15 +259,12 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         # Read (and range-checked, naming the setting) before Politeness sees it: its own
         # error named its argument, max_in_flight_per_ip.
         max_in_flight = config.getint(settings, "IRL_IP_MAX_IN_FLIGHT", minimum=1)
-        try:
-            self.polite = Politeness(
-                max_in_flight_per_ip=max_in_flight,
-                ready_order=config.get(settings, "IRL_IP_SHARE"),
-                streak_memory=self.backoff.maximum,
-                ip_delay_for=self.delays.ip,
-            )
-        except ValueError as exc:
-            raise ValueError(f"IRL_IP_SHARE: {exc}") from None
+        self.polite = Politeness(
+            max_in_flight_per_ip=max_in_flight,
+            ready_order=config.getstr(settings, "IRL_IP_SHARE", choices=Politeness.READY_ORDERS),
+            streak_memory=self.backoff.maximum,
+            ip_delay_for=self.delays.ip,
+        )
         budget_policy(settings)  # a bad IRL_BUDGET_* is refused here, before any directory
         check_settings(settings)  # likewise IRL_BEAST_*, IRL_URLSEEN_*, IRL_DNS_*
         self.memory: PolitenessMemory | None = None  # last starts on disk (a JOBDIR only)
@@ -388,6 +385,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             raise refusal from exc
         except IrlError as exc:
             self._log_refusal(exc, spider)
+            raise
+        except config.SettingError as exc:  # (check_settings reads them all at creation)
+            log_refusal(logger, "%(error)s", {"error": exc}, spider=spider, refused=exc)
             raise
         self._opened = True
 

@@ -8,10 +8,15 @@ trap; Yuntis ``003_*.txt`` section on breadth-first traps). Like production craw
 URL is deduplicated and fetched.
 
 ``sid`` is also what many sites call a story or section id (PHP-Nuke's
-``modules.php?name=News&file=article&sid=1234``, Slashdot's ``?sid=07/08/13/1632218``):
-it is removed only when its value looks like a session token (:data:`AMBIGUOUS`), as
-Heritrix's ``StripSessionIDs`` rule removes only 32-character ``sid`` values. Before,
-every story of such a site was one URL: one fetched, the rest dropped as duplicates.
+``modules.php?name=News&file=article&sid=1234``, Slashdot's ``?sid=07/08/13/1632218``),
+and ``session_id`` / ``sessionid`` what a conference or course site calls a talk or a
+class (``?session_id=12``): they are removed only when the value looks like a session
+token (:data:`AMBIGUOUS`), as Heritrix's ``StripSessionIDs`` rule removes only
+32-character ``sid`` values. Before, every story of such a site was one URL: one
+fetched, the rest dropped as duplicates (``sid`` until 2026-11-25, ``session_id`` until
+2026-11-28, found by a user probe). The platforms' own names (``PHPSESSID``,
+``jsessionid``, ``ASPSESSIONID``, ColdFusion's ``CFID`` and ``CFTOKEN``, whose values
+are numbers) name nothing but a session and are always removed.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 _JSESSIONID = re.compile(r";jsessionid=[^/?#]*", re.IGNORECASE)
 #: Names that also carry content ids: removed only with a session-token value, at
 #: least 8 letters and digits, not all digits (a number, a date path, a short id stay).
-AMBIGUOUS = frozenset({"sid"})
+AMBIGUOUS = frozenset({"sid", "session_id", "sessionid"})
 _TOKEN = re.compile(r"(?=[0-9]*[A-Za-z])[0-9A-Za-z]{8,}")
 
 

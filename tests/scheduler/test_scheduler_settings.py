@@ -14,7 +14,7 @@ from scrapy_irl.scheduler import IrlScheduler
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("IRL_IP_SHARE", "random", "IRL_IP_SHARE: ready_order must be one of budget, fifo"),
+        ("IRL_IP_SHARE", "random", "invalid IRL_IP_SHARE='random': expected one of 'budget', 'fifo'"),
         # named its argument (max_in_flight_per_ip), not the setting, before 2026-11-28
         ("IRL_IP_MAX_IN_FLIGHT", 0, "IRL_IP_MAX_IN_FLIGHT must be >= 1"),
         ("IRL_RAM_BACKLOG_SECONDS", -1, "IRL_RAM_BACKLOG_SECONDS cannot be negative"),
