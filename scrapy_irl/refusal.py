@@ -33,10 +33,8 @@ def refusing_start(component: str, crawler: Any) -> Iterator[None]:
     one ERROR line that names ``component`` and says what to do, then let it propagate
     (the crawl stops)."""
     try:
-        yield
-    except SettingError as exc:
-        _log_setting(component, exc, crawler)
-        raise
+        with refusing_bad_settings(component, crawler):
+            yield
     except OSError as exc:  # a file the system will not open: not damage, say so
         refusal = StoreAccessError.from_os_error(exc, component)
         _log(component, refusal, crawler)

@@ -93,7 +93,6 @@ def check_settings(settings: Any) -> None:
     # without the one "Refusing to start" line (a user probe, 2026-11-28)
     for flag in ("IRL_DRUM_FSYNC", "IRL_DRUM_VERIFY_ON_OPEN", "IRL_FAST_FINGERPRINT"):
         config.getbool(settings, flag)
-    config.getfloat(settings, "IRL_DRUM_FLUSH_INTERVAL", above=0)
     beast_options(settings)
     urlseen_options(settings)
     star_cache_entries(settings)
