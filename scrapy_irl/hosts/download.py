@@ -24,7 +24,9 @@ from twisted.web.client import HTTPConnectionPool, RequestTransmissionFailed
 
 from scrapy_irl import config
 from scrapy_irl.hosts.dnsfail import raise_if_dns_failed
+from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.hosts.pinning import pinned_address
+from scrapy_irl.hosts.spacing import SendSpacing, spaced_connections
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -53,6 +55,16 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
             pool, pool.getConnection,
             lambda: crawler.stats.inc_value("irl_dns/moved_connections_closed"),
         )
+        self.spacing, self.host_gap = wire_spacing(crawler)
+        if self.spacing is not None:
+            from twisted.internet import reactor
+
+            pool.getConnection = spaced_connections(  # type: ignore[method-assign]
+                pool.getConnection, self.spacing, reactor,
+                keys=wire_keys(config.getfloat(crawler.settings, "IRL_IP_DELAY_MIN", minimum=0),
+                               self.host_gap),
+                waited=lambda wait: _count_spacing_wait(crawler, wait),
+            )
         # Twisted keeps an idle connection 240 s. A server closes its own sooner (Apache
         # and Node after 5 s, nginx 75 s), and a request written as it closes fails
         # unanswered (a retry, and the host backed off as if down). At politeness
@@ -63,6 +75,53 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
         raise_if_dns_failed(request)  # a dead name: failed here, as Scrapy's handler would
         with retryable_transmission_failure():
             return await super().download_request(request)
+
+
+def wire_spacing(crawler: Crawler) -> tuple[SendSpacing | None, float]:
+    """The wire check of tau_s0 and tau_h0 (:mod:`scrapy_irl.hosts.spacing`) and its
+    host gap: only when the IRL scheduler times the crawl (a project that kept this
+    handler under another scheduler gets no pacing it did not ask for). The host gap is
+    0 with ``IRL_ROBOTS_HOST_DELAY`` off, where the heaps send a host's first page tau_s
+    after its robots.txt, as IRLbot did."""
+    from scrapy.utils.misc import load_object
+
+    from scrapy_irl.scheduler import IrlScheduler
+
+    try:
+        scheduler = load_object(crawler.settings["SCHEDULER"])
+    except (ImportError, NameError, ValueError, TypeError):  # the engine reports it
+        return None, 0.0
+    if not (isinstance(scheduler, type) and issubclass(scheduler, IrlScheduler)):
+        return None, 0.0
+    settings = crawler.settings
+    host_gap = 0.0
+    if config.getbool(settings, "IRL_ROBOTS_HOST_DELAY"):
+        host_gap = config.getfloat(settings, "IRL_HOST_DELAY_MIN", minimum=0)
+    ip_gap = config.getfloat(settings, "IRL_IP_DELAY_MIN", minimum=0)
+    return (SendSpacing() if max(host_gap, ip_gap) > 0 else None), host_gap
+
+
+def wire_keys(ip_gap: float, host_gap: float) -> Callable[[Any, Any], list[tuple[str, float]] | None]:
+    """What a write on ``connection`` for pool ``key`` is booked under: its peer address
+    (tau_s0) and its host name as the heaps spell it (tau_h0; ``http`` and ``https`` are
+    one host, as in the heaps). A proxy's key is not booked (see :func:`_pinned_for`)."""
+
+    def keys(key: Any, connection: Any) -> list[tuple[str, float]] | None:
+        if not _direct_key(key):
+            return None
+        booked = [(f"host {canonical_host(key[1].decode('ascii', 'replace').strip('[]'))}", host_gap)]
+        peer = _peer(connection)
+        if peer is not None:
+            booked.append((f"ip {peer}", ip_gap))
+        return booked
+
+    return keys
+
+
+def _count_spacing_wait(crawler: Crawler, wait: float) -> None:
+    stats = crawler.stats
+    stats.inc_value("irl_hosts/wire_spacing_waits")
+    stats.max_value("irl_hosts/wire_spacing_longest_wait", round(wait, 3))
 
 
 def keepalive_max_idle(settings: BaseSettings) -> float:
@@ -123,6 +182,13 @@ def _reusing_only_pinned(pool: HTTPConnectionPool, get: Callable[[Any, Any], Any
     return get_connection
 
 
+def _direct_key(key: Any) -> bool:
+    """Is ``key`` a direct connection's ``(scheme, host, port, bind address)``, as
+    Scrapy's agent builds it? A proxy's is not (see :func:`_pinned_for`)."""
+    return (isinstance(key, tuple) and 3 <= len(key) <= 4 and key[0] in (b"http", b"https")
+            and isinstance(key[1], bytes))  # fmt: skip
+
+
 def _pinned_for(key: Any) -> str | None:
     """The pinned address of a direct connection's key ``(scheme, host, port,
     bind address)``, as Scrapy's agent builds it: None for a proxy's (an HTTP proxy's
@@ -130,8 +196,7 @@ def _pinned_for(key: Any) -> str | None:
     and its connection's peer is the proxy). The name is looked up as the DNS middleware
     pinned it: lower case, a trailing dot kept (``rr.test.`` is pinned apart from
     ``rr.test``, the downloader resolving each spelling on its own)."""
-    if not (isinstance(key, tuple) and 3 <= len(key) <= 4 and key[0] in (b"http", b"https")
-            and isinstance(key[1], bytes)):  # fmt: skip
+    if not _direct_key(key):
         return None
     return pinned_address(key[1].decode("ascii", "replace").lower())
 

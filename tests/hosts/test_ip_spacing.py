@@ -1,0 +1,244 @@
+"""The wire check of IRL_IP_DELAY_MIN (``scrapy_irl.hosts.spacing``): writes to one
+address come at least the gap apart, whoever sent them.
+
+Unit tests on a fake clock, then a crawl whose spider downloads with
+``engine.download_async`` (as FilesPipeline does): the heaps never see those requests,
+and before the check all of them reached the server within milliseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.task import Clock
+
+from scrapy_irl.hosts.download import PoliteHTTP11DownloadHandler, wire_keys
+from scrapy_irl.hosts.spacing import PRUNE_EVERY, SendSpacing, spaced_connections
+from tests.crawl_runner import crawl_in_subprocess
+from tests.loopback_site import LoopbackServer, send_body, serving
+
+GAP = 0.2  # tau_s0
+HOST_GAP = 0.5  # tau_h0
+DIRECT = 5
+
+
+class _Now:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _ip(address: str, gap: float = 0.5) -> list[tuple[str, float]]:
+    return [(f"ip {address}", gap)]
+
+
+def test_reservations_to_one_address_queue_up_a_gap_apart() -> None:
+    now = _Now()
+    spacing = SendSpacing(now)
+    assert [spacing.reserve(_ip("10.0.0.1")) for _ in range(3)] == [0.0, 0.5, 1.0]
+    assert spacing.reserve(_ip("10.0.0.2")) == 0.0  # another server: not held
+    now.t += 0.7
+    assert spacing.reserve(_ip("10.0.0.1")) == pytest.approx(0.8)  # behind the booked 101.0
+    assert spacing.waits == 3 and spacing.longest_wait == pytest.approx(1.0)
+
+
+def test_a_write_waits_for_the_latest_of_its_keys() -> None:
+    now = _Now()
+    spacing = SendSpacing(now)
+    spacing.reserve([("host a.test", 2.0), ("ip 10.0.0.1", 0.5)])
+    # another host on the same server: tau_s; the same host on another server: tau_h
+    assert spacing.reserve([("host b.test", 2.0), ("ip 10.0.0.1", 0.5)]) == 0.5
+    assert spacing.reserve([("host a.test", 2.0), ("ip 10.0.0.2", 0.5)]) == 2.0
+    # the first wrote at 100.0, b.test at 100.5, a.test's second at 102.0: the server's
+    # next write follows b.test's, a.test's third follows its second
+    assert spacing.reserve([("host a.test", 2.0), ("ip 10.0.0.1", 0.5)]) == 4.0
+    assert spacing.reserve([("host c.test", 0.0), ("ip 10.0.0.3", 0.0)]) == 0.0  # no gap
+
+
+def test_a_write_long_after_the_last_is_not_held() -> None:
+    now = _Now()
+    spacing = SendSpacing(now)
+    spacing.reserve(_ip("10.0.0.1"))
+    now.t += 0.5
+    assert spacing.reserve(_ip("10.0.0.1")) == 0.0
+    assert spacing.waits == 0
+
+
+def test_past_entries_are_pruned() -> None:
+    now = _Now()
+    spacing = SendSpacing(now)
+    for n in range(3 * PRUNE_EVERY):
+        spacing.reserve(_ip(f"10.0.{n // 256}.{n % 256}", 0.1))
+        now.t += 0.01
+    assert len(spacing) <= PRUNE_EVERY + 10  # the last ten are within the gap
+
+
+class _Connection:
+    def __init__(self, peer: str, state: str = "QUIESCENT") -> None:
+        self.peer = peer
+        self.state = state
+        self.lost = False
+        self.transport = self
+
+    def loseConnection(self) -> None:  # noqa: N802 (Twisted's name)
+        self.lost = True
+
+
+def _pool(clock: Clock, connections: list[Any]) -> Any:
+    calls: list[Any] = []
+
+    def get(key: Any, endpoint: Any) -> Deferred[Any]:
+        calls.append(key)
+        got = connections.pop(0)
+        return got if isinstance(got, Deferred) else succeed(got)
+
+    def keys(key: Any, connection: _Connection) -> list[tuple[str, float]] | None:
+        return None if key == "proxy" else _ip(connection.peer, GAP)
+
+    waits: list[float] = []
+    spaced = spaced_connections(get, SendSpacing(clock.seconds), clock, keys=keys,
+                                waited=waits.append)  # fmt: skip
+    return spaced, calls, waits
+
+
+def _results(deferreds: list[Deferred[Any]]) -> list[Any]:
+    got: list[Any] = [None] * len(deferreds)
+    for n, d in enumerate(deferreds):
+        d.addBoth(lambda r, n=n: got.__setitem__(n, r))
+    return got
+
+
+def test_connections_to_one_peer_are_handed_over_a_gap_apart() -> None:
+    clock = Clock()
+    first, second, other = _Connection("10.0.0.1"), _Connection("10.0.0.1"), _Connection("10.0.0.2")
+    get, _, waits = _pool(clock, [first, second, other])
+    got = _results([get("k", None), get("k", None), get("k2", None)])
+    assert got == [first, None, other]
+    clock.advance(GAP - 0.01)
+    assert got[1] is None
+    clock.advance(0.01)
+    assert got[1] is second
+    assert waits == [pytest.approx(GAP)]
+
+
+def test_a_connection_closed_during_the_hold_is_swapped_for_a_fresh_one() -> None:
+    clock = Clock()
+    closing, fresh = _Connection("10.0.0.1", state="CONNECTION_LOST"), _Connection("10.0.0.1")
+    get, calls, _ = _pool(clock, [_Connection("10.0.0.1"), closing, fresh])
+    got = _results([get("k", None), get("k", None)])
+    clock.advance(GAP)
+    assert got[1] is fresh and len(calls) == 3
+
+
+def test_a_cancelled_hold_closes_its_connection() -> None:
+    clock = Clock()
+    held = _Connection("10.0.0.1")
+    get, _, _ = _pool(clock, [_Connection("10.0.0.1"), held])
+    get("k", None)
+    waiting = get("k", None)
+    waiting.addErrback(lambda failure: None)
+    waiting.cancel()
+    assert held.lost
+    assert not clock.getDelayedCalls()
+
+
+def test_a_cancel_while_a_fresh_connection_is_on_its_way_cancels_it() -> None:
+    clock = Clock()
+    cancelled: list[bool] = []
+    on_its_way: Deferred[Any] = Deferred(lambda d: cancelled.append(True))
+    closing = _Connection("10.0.0.1", state="CONNECTION_LOST")
+    get, _, _ = _pool(clock, [_Connection("10.0.0.1"), closing, on_its_way])
+    get("k", None)
+    waiting = get("k", None)
+    waiting.addErrback(lambda failure: None)
+    clock.advance(GAP)
+    waiting.cancel()
+    assert cancelled == [True]
+
+
+def test_a_proxy_key_is_not_held() -> None:
+    clock = Clock()
+    get, _, waits = _pool(clock, [_Connection("10.0.0.9"), _Connection("10.0.0.9")])
+    got = _results([get("proxy", None), get("proxy", None)])
+    assert None not in got and waits == []
+
+
+def test_the_handler_checks_only_under_the_irl_scheduler() -> None:
+    irl = {"SCHEDULER": "scrapy_irl.scheduler.IrlScheduler"}
+    handler = build_from_crawler(PoliteHTTP11DownloadHandler, get_crawler(
+        settings_dict={**irl, "IRL_IP_DELAY_MIN": 0.3, "IRL_HOST_DELAY_MIN": 1.5}))  # fmt: skip
+    assert handler.spacing is not None and handler.host_gap == 1.5
+    stock = get_crawler(settings_dict={"IRL_IP_DELAY_MIN": 0.3})
+    assert build_from_crawler(PoliteHTTP11DownloadHandler, stock).spacing is None
+    zero = get_crawler(settings_dict={**irl, "IRL_IP_DELAY_MIN": 0, "IRL_HOST_DELAY_MIN": 0})
+    assert build_from_crawler(PoliteHTTP11DownloadHandler, zero).spacing is None
+    irlbot = get_crawler(settings_dict={**irl, "IRL_ROBOTS_HOST_DELAY": False})
+    assert build_from_crawler(PoliteHTTP11DownloadHandler, irlbot).host_gap == 0.0
+
+
+def test_a_write_is_booked_under_its_peer_and_its_host_as_the_heaps_spell_it() -> None:
+    keys = wire_keys(0.25, 2.0)
+    assert keys((b"https", b"WWW.A.Test.", 443), _Peer("10.0.0.1")) == [
+        ("host www.a.test", 2.0), ("ip 10.0.0.1", 0.25)]
+    assert keys((b"http", b"[::1]", 80), _Peer("::1"))[0] == ("host ::1", 2.0)
+    assert keys(("http-proxy", b"proxy", 3128), _Peer("10.0.0.9")) is None
+
+
+class _Peer:
+    def __init__(self, host: str) -> None:
+        self.transport = self
+        self.host = host
+
+    def getPeer(self) -> _Peer:  # noqa: N802 (Twisted's name)
+        return self
+
+
+class _LoggingHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Site
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        with self.server.lock:
+            self.server.log.append((time.monotonic(), self.path))
+        send_body(self, b"<html><body>page</body></html>")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Site(LoopbackServer):
+    def __init__(self) -> None:
+        super().__init__(_LoggingHandler)
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, str]] = []
+
+
+@pytest.mark.slow
+def test_downloads_that_bypass_the_scheduler_keep_the_ip_gap(tmp_path: Path) -> None:
+    with serving(_Site()) as site:
+        stats, _ = crawl_in_subprocess({
+            "start": f"{site.base_url}/",
+            "direct": [f"{site.base_url}/file/{n}" for n in range(DIRECT)],
+            "settings": {
+                "ADDONS": {"scrapy_irl.Addon": 0}, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                "IRL_HOST_DELAY": HOST_GAP, "IRL_HOST_DELAY_MIN": HOST_GAP,
+                "IRL_IP_DELAY": GAP, "IRL_IP_DELAY_MIN": GAP, "CLOSESPIDER_TIMEOUT": 60,
+            }}, timeout=90, module="tests.hosts.direct_download_spider")  # fmt: skip
+    assert stats["direct/answered"] == DIRECT, stats
+    arrivals = sorted(t for t, _ in site.log)
+    assert len(arrivals) == DIRECT + 1, site.log
+    gaps = [round(b - a, 3) for a, b in pairwise(arrivals)]
+    # one host: tau_h0 apart (the server's clock: a thread's wake-up of slack)
+    assert min(gaps) >= HOST_GAP - 0.05, gaps
+    assert stats["irl_hosts/wire_spacing_waits"] >= DIRECT - 1, stats
