@@ -163,6 +163,9 @@ IRL_URLSEEN_DELIVERY_SLICE = 5_000
 IRL_HANDOUT_TIMEOUT = 60.0
 # Least seconds between merges forced because the downloader would idle.
 IRL_IDLE_MERGE_INTERVAL = 1.0
+# Longest seconds URLs may wait in a partial URLseen batch while the crawl is busy with
+# older work (0: only size and idle merges).
+IRL_URLSEEN_MAX_BATCH_AGE = 30.0
 # Seconds between samples of "downloader has a free slot while a request is due" (0: off).
 IRL_IDLE_SAMPLE_INTERVAL = 0.1
 # Crawler-trap paths refused before URLseen: more non-empty path segments than this (0: no

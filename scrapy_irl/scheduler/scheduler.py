@@ -226,6 +226,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             config.getbool(settings, "IRL_BACKOFF_ON_DOWNLOAD_ERROR"),
         )
         self.idle_merge_interval = config.getfloat(settings, "IRL_IDLE_MERGE_INTERVAL", minimum=0)
+        self.max_batch_age = config.getfloat(settings, "IRL_URLSEEN_MAX_BATCH_AGE", minimum=0)
         self.idle_sample_interval = config.getfloat(settings, "IRL_IDLE_SAMPLE_INTERVAL", minimum=0)
         self.handouts = 0
         self.ram_peak = 0  # most requests in RAM at once (lazy loading bounds it)
@@ -320,6 +321,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         # see _request_of.
         self._live: weakref.WeakValueDictionary[bytes, Request] = weakref.WeakValueDictionary()
         self._last_idle_merge = float("-inf")
+        # when URLseen last merged, for any reason (its merge count when last looked at)
+        self._last_urlseen_merge = float("-inf")
+        self._urlseen_merges_seen = -1
         self._idle_merge_cost = 0.0  # seconds the last forced merge took
         # Times the gap to the next forced merge is stretched: doubled after each forced
         # merge that brought nothing into RAM, back to 1 after one that did.
@@ -861,6 +865,32 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             return False
         return self.beast.readable == 0 and self._ram_items() < self.ram_requests
 
+    def _batch_stale(self, now: float) -> bool:
+        """URLseen has not merged for IRL_URLSEEN_MAX_BATCH_AGE while URLs wait in its
+        partial batch: merge it, though BEAST is not dry.
+
+        Size triggers a merge when URLseen's largest key bucket reaches r, and the idle
+        rule when BEAST runs dry. Neither comes while the crawl works through a backlog
+        that cannot be cut: a probe web whose spam farm on 16 of 20 IPs kept 27-47 k
+        over-budget URLs in Q_F and RAM full left 1 464 of 9 000 URLs of legitimate sites
+        in URLseen's buckets for the rest of a 420 s crawl (its merges stopped after 40 s;
+        the keys of a bucket grow by 9 bytes a URL, r is 1 MiB: about 11 minutes to the
+        next one), and fetched no legitimate page in its last 120 s. Spaced by
+        IDLE_MERGE_COST_FACTOR times the last forced merge's cost as well, so where
+        merges are long (a big URLseen file) they take at most a fifth of the time."""
+        merges = self.urlseen.stats.merges
+        if merges != self._urlseen_merges_seen:
+            self._urlseen_merges_seen = merges
+            self._last_urlseen_merge = now
+            return False
+        if not self.max_batch_age or self._delivering_merge():
+            return False
+        if now - self._last_urlseen_merge < self.max_batch_age:
+            return False
+        if now - self._last_idle_merge < IDLE_MERGE_COST_FACTOR * self._idle_merge_cost:
+            return False
+        return bool(self.urlseen.pending_tuples or self.star.pending)
+
     def _idle_merge_gap(self) -> float:
         """Least time from one forced merge to the next: IDLE_MERGE_COST_FACTOR times what
         the last one took, at most IRL_IDLE_MERGE_INTERVAL.
@@ -1039,6 +1069,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             if self._would_idle(now):
                 # The engine only asks when a slot frees or a host is due; while every
                 # host waits out its delay, new URLs must still flow from URLseen to BEAST.
+                self._merge_for_idle()
+                self._wake_engine()
+            elif self._batch_stale(now):
+                self.counts["stale_batch_merges"] += 1
                 self._merge_for_idle()
                 self._wake_engine()
             self._publish_stats()
