@@ -994,9 +994,11 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         slice_left = FILL_SLICE
         if self._parked_ready:
             slice_left -= self._drain_ready(FILL_SLICE)
+        rescan_went_on = False  # a slice of BEAST's re-read of Q_F, nothing to load yet
         for _ in range(max(0, min(slice_left, self.ram_requests - self._ram_items()))):
             got = self.beast.pop()
             if got is None:
+                rescan_went_on = self.beast.rescanning
                 break
             self._beast_pops += 1
             slice_left -= 1
@@ -1016,10 +1018,11 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
                     self._queue_direct(request, held)
                     continue
             self._route(held, host)
-        if slice_left < FILL_SLICE and self._ram_items() < self.ram_requests and (
+        if (slice_left < FILL_SLICE or rescan_went_on) and self._ram_items() < self.ram_requests and (
             self.beast.readable or self._parked_ready
         ):
-            # this call made progress and RAM has room for more: the next call loads it
+            # this call made progress (or re-read part of Q_F) and RAM has room for more:
+            # the next call loads it
             self.waker.wake_at(self.clock())
         self._note_ram_peak()
 

@@ -85,3 +85,35 @@ def test_the_ticks_sweep_takes_back_one_slice_at_most(tmp_path: Path) -> None:
     assert sched.parked.out == total
     sched.close("finished")
     robots._spider_closed()
+
+
+def test_a_fill_that_went_on_with_a_re_read_of_qf_asks_to_be_called_again(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # BEAST re-reads a large Q_F a slice per pop (2026-11-29); a fill that got nothing
+    # but a slice must still ask the engine back, or the re-read waits for its heartbeat.
+    monkeypatch.setattr("scrapy_irl.scheduler.beast.SPLIT_SLICE", 10)
+    clock = FakeClock(1000.0)
+    sched, robots = _open(tmp_path, clock)
+    sched._add_host("h.example", "10.0.1.1", None)
+    total = 100
+    for i in range(total):
+        sched.enqueue_request(Request(f"http://h.example/p{i}"))
+    _to_beast(sched)
+    records = []
+    while (got := sched.beast.pop()) is not None:
+        records.append(got[0])
+        sched.beast.done(got[1])
+    for admitted, record in enumerate(records, start=5):
+        sched.beast.push(record, 1, admitted)  # far over budget: all in Q_F
+    assert sched.beast.stats()["qf"] == total
+    sched.waker = wake = WakeLog()
+    calls = 0
+    while sched._ram_items() < total and calls < 100:
+        asked = len(wake.asked)
+        sched._fill()
+        calls += 1
+        assert len(wake.asked) == asked + 1 or sched._ram_items() >= total
+    assert sched._ram_items() >= total and calls > total // 10
+    sched.close("finished")
+    robots._spider_closed()
