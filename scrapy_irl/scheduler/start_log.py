@@ -395,11 +395,32 @@ class PolitenessMemory:
             until = max(t - offset, self.backoffs.get(name, (t - offset, 0))[0])
             self.backoffs[name] = (until, run)
         self.applied = 0
+        self.loaded_at = clock()
+        # Until then, a host or IP the log does not name counts as started at the load
+        # (see recall_incomplete); -inf: the log is whole.
+        self.blind_until = float("-inf")
+        self.blind_starts = 0
         self.rewrite()
+
+    def recall_incomplete(self, longest: float) -> None:
+        """The log was missing, cut or damaged: a host it does not name may have been
+        fetched just before the stop. For ``longest`` (the longest delay) from the load,
+        every such host and IP counts as started at the load, as a request in flight at
+        the stop does: its first request waits out its delay from this start. After that,
+        any start before the stop is older than any delay."""
+        self.blind_until = self.loaded_at + longest
+
+    def _blind_start(self) -> float | None:
+        if self.clock() < self.blind_until:
+            self.blind_starts += 1
+            return self.loaded_at
+        return None
 
     def apply(self, host: Host) -> None:
         """``host`` was added to the heaps: its and its IP's last starts of the last run count."""
         start = self.hosts.pop(host.name, None)
+        if start is None:
+            start = self._blind_start()
         if start is not None and start > host.last_start:
             host.last_start = start
             self.applied += 1
@@ -423,6 +444,8 @@ class PolitenessMemory:
         new address): its last start of the last run counts."""
         address = self.polite.ips[ip]
         start = self.ips.pop(ip, None)
+        if start is None:
+            start = self._blind_start()
         if start is not None and start > address.last_start:
             address.last_start = start
             self.applied += 1
@@ -490,6 +513,7 @@ class PolitenessMemory:
             "in_flight_at_stop": self.loaded.in_flight,
             "damaged_lines": self.loaded.damaged_lines,
             "applied": self.applied,
+            "blind_starts": self.blind_starts,
             "rewrites": self.log.rewrites,
             "write_errors": self.log.write_errors,
         }

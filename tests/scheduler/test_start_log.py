@@ -217,8 +217,20 @@ def test_missing_or_damaged_log_of_a_resumed_frontier_is_a_warning_not_a_refusal
     caplog.clear()
     with caplog.at_level(logging.INFO):
         scheduler = start_and_close()
-    assert any("1 damaged lines skipped" in r.getMessage() for r in caplog.records)
+    assert any("has 1 damaged lines (skipped)" in r.getMessage() for r in caplog.records)
     assert scheduler.memory is not None and scheduler.memory.loaded.hosts.keys() == {"a.test"}
+    assert scheduler.memory.blind_until > scheduler.memory.loaded_at  # unnamed hosts wait
+    log.write_text(json.dumps(["e", "a.test", "10.0.0.1", 9e12, None]) + '\n["e", "b.te')
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        scheduler = start_and_close()
+    assert any("ends in a cut line" in r.getMessage() for r in caplog.records)
+    assert scheduler.memory is not None and scheduler.memory.blind_until > scheduler.memory.loaded_at
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # rewritten whole at that start: no warning
+        scheduler = start_and_close()
+    assert not any("politeness.log" in r.getMessage() for r in caplog.records)
+    assert scheduler.memory is not None and scheduler.memory.blind_until == float("-inf")
 
 
 def fetched(polite: Politeness, memory: PolitenessMemory, names: list[str], now: float) -> None:
@@ -420,3 +432,33 @@ def test_a_failed_rewrite_after_a_torn_tail_does_not_glue_the_next_event_to_it(
     recalled = StartLog(path, horizon=30, wall=wall).load()
     assert recalled.hosts == {"a.test": 999.0, "c.test": 1000.0}
     assert recalled.damaged_lines == 1  # the torn line, now ended
+
+
+def test_a_cut_log_makes_the_hosts_it_lost_wait_their_delay_from_the_start(tmp_path: Path) -> None:
+    """A probe cut politeness.log to a tenth after a kill: the hosts named only in the
+    lost part came back at once (48 of 354 sooner than their delay), without a word. A
+    log known to be incomplete (cut, damaged, missing) now makes every host and IP it
+    does not name count as fetched at the load, until the longest delay has passed."""
+    wall, mono = Clock(1000.0), Clock(50.0)
+    polite, memory = run(tmp_path, wall, mono)
+    fetched(polite, memory, ["a.test", "b.test"], mono.now)
+    memory.log.close()  # the kill
+    path = tmp_path / "p.log"
+    data = path.read_bytes()
+    cut = data[: data.index(b'"b.test"') + 3]  # b.test's events gone, a.test's kept
+    path.write_bytes(cut)
+
+    wall.now, mono = 1001.0, Clock(10.0)  # restarted 1 s later
+    polite, memory = run(tmp_path, wall, mono)
+    assert memory.loaded.torn_tail and "b.test" not in memory.loaded.hosts
+    memory.recall_incomplete(30.0)  # what the scheduler does for a cut log
+    b = polite.add_host("b.test", "10.9.0.1", 8.0, 2.0)
+    memory.apply(b)
+    polite.push("b.test", "again")
+    assert polite.next_due() == pytest.approx(10.0 + 8.0)  # tau_h from the load
+    assert memory.stats()["blind_starts"] == 2  # b.test and its IP
+    mono.now = 41.0  # past the longest delay: any start before the stop is older
+    c = polite.add_host("c.test", "10.9.0.2", 8.0, 2.0)
+    memory.apply(c)
+    assert c.last_start == float("-inf") and memory.stats()["blind_starts"] == 2
+    memory.close()
