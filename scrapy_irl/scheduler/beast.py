@@ -871,14 +871,6 @@ class Beast:
                 self._append(self.qf, placed)
         return False
 
-    def finish_rescan(self) -> None:
-        """Finish a re-read of Q_F under way at once (a caller that must see it whole)."""
-        for _ in range(1 << 40):  # bounded by Q_F's size
-            if self._finding is not None and not self._find_slice():
-                continue
-            if self._split is None or self._split_slice():
-                return
-
     def _placed(self, entry: bytes) -> tuple[int, bytes]:
         """(k, entry with its budget recomputed) for a Q_F entry. In-degrees only grow, so
         a budget never shrinks here: a rebudget that does not know the PLD (None, or a
