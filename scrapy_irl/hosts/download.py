@@ -55,14 +55,13 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
             pool, pool.getConnection,
             lambda: crawler.stats.inc_value("irl_dns/moved_connections_closed"),
         )
-        self.spacing, self.host_gap = wire_spacing(crawler)
+        self.spacing, self.ip_gap, self.host_gap = wire_spacing(crawler)
         if self.spacing is not None:
             from twisted.internet import reactor
 
             pool.getConnection = spaced_connections(  # type: ignore[method-assign]
                 pool.getConnection, self.spacing, reactor,
-                keys=wire_keys(config.getfloat(crawler.settings, "IRL_IP_DELAY_MIN", minimum=0),
-                               self.host_gap),
+                keys=wire_keys(self.ip_gap, self.host_gap),
                 waited=lambda wait: _count_spacing_wait(crawler, wait),
             )
         # Twisted keeps an idle connection 240 s. A server closes its own sooner (Apache
@@ -77,12 +76,12 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
             return await super().download_request(request)
 
 
-def wire_spacing(crawler: Crawler) -> tuple[SendSpacing | None, float]:
+def wire_spacing(crawler: Crawler) -> tuple[SendSpacing | None, float, float]:
     """The wire check of tau_s0 and tau_h0 (:mod:`scrapy_irl.hosts.spacing`) and its
-    host gap: only when the IRL scheduler times the crawl (a project that kept this
-    handler under another scheduler gets no pacing it did not ask for). The host gap is
-    0 with ``IRL_ROBOTS_HOST_DELAY`` off, where the heaps send a host's first page tau_s
-    after its robots.txt, as IRLbot did."""
+    IP and host gaps: only when the IRL scheduler times the crawl (a project that kept
+    this handler under another scheduler gets no pacing it did not ask for). The host gap
+    is 0 with ``IRL_ROBOTS_HOST_DELAY`` off, where the heaps send a host's first page
+    tau_s after its robots.txt, as IRLbot did."""
     from scrapy.utils.misc import load_object
 
     from scrapy_irl.scheduler import IrlScheduler
@@ -90,15 +89,15 @@ def wire_spacing(crawler: Crawler) -> tuple[SendSpacing | None, float]:
     try:
         scheduler = load_object(crawler.settings["SCHEDULER"])
     except (ImportError, NameError, ValueError, TypeError):  # the engine reports it
-        return None, 0.0
+        return None, 0.0, 0.0
     if not (isinstance(scheduler, type) and issubclass(scheduler, IrlScheduler)):
-        return None, 0.0
+        return None, 0.0, 0.0
     settings = crawler.settings
     host_gap = 0.0
     if config.getbool(settings, "IRL_ROBOTS_HOST_DELAY"):
         host_gap = config.getfloat(settings, "IRL_HOST_DELAY_MIN", minimum=0)
     ip_gap = config.getfloat(settings, "IRL_IP_DELAY_MIN", minimum=0)
-    return (SendSpacing() if max(host_gap, ip_gap) > 0 else None), host_gap
+    return (SendSpacing() if max(host_gap, ip_gap) > 0 else None), ip_gap, host_gap
 
 
 def wire_keys(ip_gap: float, host_gap: float) -> Callable[[Any, Any], list[tuple[str, float]] | None]:

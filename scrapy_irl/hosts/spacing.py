@@ -43,8 +43,6 @@ class SendSpacing:
         self._now = now
         self._next_write: dict[str, float] = {}
         self._since_prune = 0
-        self.waits = 0
-        self.longest_wait = 0.0
 
     def reserve(self, keys: Iterable[tuple[str, float]]) -> float:
         """Book the next write under every ``(key, gap)``: seconds to wait before it (0.0:
@@ -58,11 +56,7 @@ class SendSpacing:
         self._since_prune += 1
         if self._since_prune >= PRUNE_EVERY:
             self._prune(now)
-        wait = start - now
-        if wait > 0:
-            self.waits += 1
-            self.longest_wait = max(self.longest_wait, wait)
-        return wait
+        return start - now
 
     def _prune(self, now: float) -> None:
         self._since_prune = 0
