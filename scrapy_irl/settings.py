@@ -142,6 +142,9 @@ IRL_BUDGET_BASE = 10
 IRL_BUDGET_PER_DEGREE = 10
 # Largest budget any PLD gets.
 IRL_BUDGET_MAX = 10_000
+# P_x also counts each new host name of the PLD (one more admission: the host's robots.txt
+# fetch and DNS lookup). False: the thesis' rule, P_x counts URLs only.
+IRL_BUDGET_COUNTS_NEW_HOSTS = True
 # PLD in-degrees kept in RAM (LRU) for tau_h scaling; a new host of a PLD not in it gets B_0
 # until the PLD is seen again (hosts in the heaps and Q_F re-reads keep their budget).
 IRL_STAR_CACHE_ENTRIES = 100_000

@@ -23,7 +23,11 @@ MARKER = "FRONTIER"
 #: 3 (2026-11-28): the parked store (``parked/``, LevelDB) holds URLs BEAST has
 #: forgotten; an older scrapy-irl would not read them. Version 3 reads version 1 and 2
 #: frontiers (their parked URLs are in BEAST) and creates the store.
-FORMAT = 3
+#: 4 (2026-11-29): ``pld_indegree`` holds new hosts' charges to P_x (tag ``h``,
+#: IRL_BUDGET_COUNTS_NEW_HOSTS), which version 3 would read as admissions of empty
+#: records. ``star/hosts_seen`` is not required: losing it costs each host one more
+#: charge, not a URL. Version 4 reads versions 1 to 3.
+FORMAT = 4
 #: The index file of each store, relative to the frontier directory.
 REQUIRED = ("beast/STATE", "urlseen/MANIFEST", "star/pld_edges/MANIFEST",
             "star/pld_indegree/MANIFEST", "parked/CURRENT")  # fmt: skip

@@ -91,7 +91,8 @@ def check_settings(settings: Any) -> None:
     keepalive_max_idle(settings)  # read by the download handler, built at the first request
     # read at open(): a bad one raised there, in a burst of Scrapy's follow-on tracebacks
     # without the one "Refusing to start" line (a user probe, 2026-11-28)
-    for flag in ("IRL_DRUM_FSYNC", "IRL_DRUM_VERIFY_ON_OPEN", "IRL_FAST_FINGERPRINT"):
+    for flag in ("IRL_DRUM_FSYNC", "IRL_DRUM_VERIFY_ON_OPEN", "IRL_FAST_FINGERPRINT",
+                 "IRL_BUDGET_COUNTS_NEW_HOSTS"):  # fmt: skip
         config.getbool(settings, flag)
     beast_options(settings)
     urlseen_options(settings)
@@ -129,6 +130,7 @@ def build_star_and_beast(
         cache_entries=star_cache_entries(settings),
         on_durable=beast.save,
         applied=beast.applied,
+        charge_new_hosts=config.getbool(settings, "IRL_BUDGET_COUNTS_NEW_HOSTS"),
     )
     star_holder.append(star)
     return star, beast

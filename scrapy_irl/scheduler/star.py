@@ -1,6 +1,6 @@
 """STAR: per-PLD budgets from PLD in-degree, kept in DRUM (thesis chapter VI, Fig. 4).
 
-Two DRUM stores, so RAM does not grow with the number of PLDs:
+Three DRUM stores, so RAM does not grow with the number of PLDs or hosts:
 
 * ``pld_edges``: one key per distinct (source PLD, target PLD) link; ``check+update``
   tells whether a link is new. Self-links are ignored.
@@ -8,9 +8,15 @@ Two DRUM stores, so RAM does not grow with the number of PLDs:
   linking PLDs) and P_x (low 32 bits, URLs admitted to BEAST), with "add" as the update
   merge. A new edge adds ``1 << 32``; a unique URL does ``check+update`` adding 1 and gets
   the value *before* it: (d_x, P_x), hence B_x = F(d_x), on its way to BEAST.
+* ``hosts_seen`` (with ``charge_new_hosts``): one key per host name admitted;
+  ``check+update`` tells a new one, whose PLD's P_x then grows by one more: a new host
+  costs a robots.txt fetch and a DNS lookup before its first page, so a PLD that spreads
+  its URLs over endless subdomains (a spam farm's way around per-host limits) gets half
+  the pages per BEAST queue, not twice the requests. The thesis counts URLs only; the
+  charge lands one merge later than the host's first URL, like a new edge's degree.
 
 Exactly once, across kills. Each producer (URLseen for admissions, ``pld_edges`` for new
-edges) delivers an epoch again when a kill came between STAR's write-out and its
+edges, ``hosts_seen`` for new hosts) delivers an epoch again when a kill came between STAR's write-out and its
 acknowledgement; pld_indegree likewise delivers its own results again when the kill came
 between BEAST's save and its acknowledgement. So every tuple carries its *origin*, its
 position in the producer's delivery (epoch, bucket, index: increasing over a store's life),
@@ -55,13 +61,18 @@ _EDGE = b"E"
 _ADMIT_FROM = b"a"
 _EDGE_FROM = b"e"
 _UNDO = b"u"
+_HOST_FROM = b"h"  # a new host's charge to its PLD's P_x
 _ORIGIN = struct.Struct("<QQ")  # producer epoch, (bucket << 40) | index
 _INDEX_BITS = 40
 #: The key of pld_indegree's epochs in the consumer's ``applied`` ledger (STATEs written
 #: before per-bucket positions; still honoured).
 APPLIED_KEY = "star/pld_indegree"
 _AT = "star/at/"  # + pld_indegree bucket: last result position applied
-_SEEN = {_ADMIT_FROM: "star/seen/urlseen/", _EDGE_FROM: "star/seen/pld_edges/"}
+_SEEN = {
+    _ADMIT_FROM: "star/seen/urlseen/",
+    _EDGE_FROM: "star/seen/pld_edges/",
+    _HOST_FROM: "star/seen/hosts_seen/",
+}
 
 #: Where a tuple came from in its producer's delivery: (epoch, bucket, index).
 Origin = tuple[int, int, int]
@@ -114,6 +125,7 @@ class Star:
         top_entries: int = 1000,
         on_durable: Callable[[], None] | None = None,
         applied: dict[str, int] | None = None,
+        charge_new_hosts: bool = False,
     ) -> None:
         options = {
             "buckets": 4,
@@ -130,6 +142,7 @@ class Star:
         self.links_seen = 0
         self.new_edges = 0
         self.admitted = 0
+        self.hosts_charged = 0
         self.redelivered_skipped = 0
         self.duplicates_undone = 0
         self._corrections: dict[int, int] = {}  # key -> addition to take back, this epoch
@@ -152,7 +165,11 @@ class Star:
         # be on disk first: new edges' degree updates in pld_indegree's bucket files, and
         # admitted URLs in BEAST (``on_durable``, BEAST's save).
         self.edges = Drum(path / "pld_edges", store_aux=True, on_results=self._on_edges,
-                          before_ack=self._edges_durable, **options)  # fmt: skip
+                          before_ack=self._updates_durable, **options)  # fmt: skip
+        self.hosts: Drum | None = None
+        if charge_new_hosts:
+            self.hosts = Drum(path / "hosts_seen", store_aux=True, on_results=self._on_hosts,
+                              before_ack=self._updates_durable, **options)  # fmt: skip
         self.plds = Drum(
             path / "pld_indegree",
             value_dtype="<u8",
@@ -192,9 +209,15 @@ class Star:
         tag = _ADMIT if origin is None else _ADMIT_FROM + _pack_origin(origin)
         aux = tag + pld.encode("utf-8") + b"\x00" + record
         self.plds.check_update(hash64(pld), ADMIT_ONE.tobytes(), aux)
+        if self.hosts is not None:
+            # the same host again (a copy URLseen delivered again after a kill included)
+            # is a duplicate here: charged once
+            self.hosts.check_update(hash64(host.lower()), None, pld.encode("utf-8"))
 
     # -- DRUM results ----------------------------------------------------------------------
-    def _edges_durable(self) -> None:
+    def _updates_durable(self) -> None:
+        """Before pld_edges or hosts_seen forget a merge's results: the degree updates and
+        charges those results made are in pld_indegree's bucket files."""
         self.plds.write_out()
 
     def _on_edges(self, batch: Any) -> None:
@@ -205,6 +228,12 @@ class Star:
             self.plds.update(
                 hash64(dst.decode("utf-8")), DEGREE_ONE.tobytes(), _EDGE_FROM + origin + dst
             )
+
+    def _on_hosts(self, batch: Any) -> None:
+        for i in np.flatnonzero(batch.unique):
+            pld = batch.aux(int(i))
+            origin = _pack_origin((batch.epoch, batch.bucket, batch.start + int(i)))
+            self.plds.update(hash64(pld.decode("utf-8")), ADMIT_ONE.tobytes(), _HOST_FROM + origin + pld)
 
     def _plds_durable(self) -> None:
         if self._delivered_epoch is not None:
@@ -267,6 +296,9 @@ class Star:
             return
         if tag in (_EDGE, _EDGE_FROM):
             self._remember(body.decode("utf-8"), degree + 1, None)
+        elif tag == _HOST_FROM:
+            self._remember(body.decode("utf-8"), degree, admitted + 1)
+            self.hosts_charged += 1
         else:
             name, _, record = body.partition(b"\x00")
             self._remember(name.decode("utf-8"), degree, admitted + 1)
@@ -332,36 +364,42 @@ class Star:
 
     # -- lifecycle -------------------------------------------------------------------------
     def flush(self) -> None:
-        """Merge new edges, then the PLD table: budgets and admissions are delivered."""
+        """Merge new edges and new hosts, then the PLD table: budgets and admissions are
+        delivered."""
         self.edges.merge()
+        if self.hosts is not None:
+            self.hosts.merge()
         self.plds.merge()
 
     def write_out(self) -> None:
         self.edges.write_out()
+        if self.hosts is not None:
+            self.hosts.write_out()
         self.plds.write_out()
 
     @property
+    def drums(self) -> list[Drum]:
+        """STAR's DRUM stores, the table of PLDs last."""
+        return [self.edges, self.plds] if self.hosts is None else [self.edges, self.hosts, self.plds]
+
+    @property
     def pending(self) -> int:
-        return (
-            self.edges.pending_tuples
-            + self.plds.pending_tuples
-            + self.edges.pending_deliveries
-            + self.plds.pending_deliveries
-        )
+        return sum(d.pending_tuples + d.pending_deliveries for d in self.drums)
 
     def stats(self) -> dict[str, int]:
         return {
             "links_seen": self.links_seen,
             "pld_edges": self.new_edges,
             "admitted": self.admitted,
+            "new_hosts_charged": self.hosts_charged,
             "redelivered_skipped": self.redelivered_skipped,
             "duplicates_undone": self.duplicates_undone,
             "plds": len(self.plds),
             "pending": self.pending,
-            "merges": self.edges.stats.merges + self.plds.stats.merges,
+            "merges": sum(d.stats.merges for d in self.drums),
             "budget_function_failures": self.policy.failures[0],
         }
 
     def close(self) -> None:
-        self.edges.close()
-        self.plds.close()
+        for drum in self.drums:
+            drum.close()

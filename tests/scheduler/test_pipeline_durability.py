@@ -122,7 +122,7 @@ def test_a_kill_after_beast_saved_stars_results_queues_no_url_twice(tmp_path: Pa
     with pytest.raises(Crash):
         star.flush()
     monkeypatch.undo()
-    abandon(urlseen, star.edges, star.plds)
+    abandon(urlseen, *star.drums)
 
     got, star = reopen_and_drain(tmp_path)
     assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
@@ -184,13 +184,18 @@ def admitted_counts(directory: Path, monkeypatch) -> dict[str, tuple[int, int]]:
     return got
 
 
-def true_admitted() -> dict[str, int]:
+def true_admitted(*, hosts_charged: bool = True) -> dict[str, int]:
+    """P_x of each PLD after the N URLs: one per URL, and one per host name of the PLD
+    (IRL_BUDGET_COUNTS_NEW_HOSTS), each once however many times it was delivered."""
     from scrapy_irl.scheduler.pld import pld_of
 
     counts: dict[str, int] = {}
+    hosts = set()
     for i in range(N):
-        pld = pld_of(f"h{i % 37}.example{i % 11}.com")
-        counts[pld] = counts.get(pld, 0) + 1
+        host = f"h{i % 37}.example{i % 11}.com"
+        pld = pld_of(host)
+        counts[pld] = counts.get(pld, 0) + 1 + (hosts_charged and host not in hosts)
+        hosts.add(host)
     return counts
 
 
@@ -205,7 +210,7 @@ def kill_at_urlseens_ack(directory: Path, monkeypatch) -> None:
         urlseen.merge()
     monkeypatch.undo()
     assert star.plds.pending_tuples == N  # written out, not merged
-    abandon(urlseen, star.edges, star.plds)
+    abandon(urlseen, *star.drums)
 
 
 def test_urls_urlseen_delivers_again_after_a_kill_are_queued_and_counted_once(tmp_path: Path, monkeypatch):
@@ -228,7 +233,7 @@ def test_a_delivery_again_after_star_already_queued_the_first_copies(tmp_path: P
     urlseen, star, beast = open_pipeline(str(tmp_path))
     star.flush()  # the first copies: merged, queued in BEAST, saved, acknowledged
     assert star.admitted == N
-    abandon(urlseen, star.edges, star.plds)  # killed again before URLseen delivers
+    abandon(urlseen, *star.drums)  # killed again before URLseen delivers
 
     got, star = reopen_and_drain(tmp_path, close=True)
     assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
@@ -253,7 +258,7 @@ def test_new_edges_pld_edges_delivers_again_after_a_kill_count_once(tmp_path: Pa
     with pytest.raises(Crash):
         star.flush()
     monkeypatch.undo()
-    abandon(urlseen, star.edges, star.plds)
+    abandon(urlseen, *star.drums)
 
     urlseen, star, beast = open_pipeline(str(tmp_path))
     star.flush()
@@ -264,6 +269,28 @@ def test_new_edges_pld_edges_delivers_again_after_a_kill_count_once(tmp_path: Pa
     counts = admitted_counts(tmp_path, monkeypatch)
     for target in range(11):
         assert counts[f"example{target}.com"] == (target % 7 + 1, 0)
+
+
+def test_new_hosts_hosts_seen_delivers_again_after_a_kill_are_charged_once(tmp_path: Path, monkeypatch):
+    """hosts_seen's new hosts charge pld_indegree (written out before its
+    acknowledgement) and the kill comes before that acknowledgement: the next start
+    delivers the hosts again, and each must still cost its PLD one admission, not two."""
+    urlseen, star, beast = open_pipeline(str(tmp_path))
+    for i in range(N):
+        urlseen.check_update(i + 1, None, url(i))
+    urlseen.merge()
+    crash_at_ack(monkeypatch, star.hosts)
+    with pytest.raises(Crash):
+        star.flush()
+    monkeypatch.undo()
+    abandon(urlseen, *star.drums)
+
+    got, star = reopen_and_drain(tmp_path, close=True)
+    assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
+    assert star.duplicates_undone == len({f"h{i % 37}.example{i % 11}" for i in range(N)})
+    counts = admitted_counts(tmp_path, monkeypatch)
+    for pld, n in true_admitted().items():
+        assert counts[pld] == (0, n), pld
 
 
 def test_results_delivered_again_after_a_failed_delivery_are_not_taken_for_copies(tmp_path: Path, monkeypatch):
@@ -288,7 +315,7 @@ def test_results_delivered_again_after_a_failed_delivery_are_not_taken_for_copie
     with pytest.raises(OSError):
         star.flush()
     beast.save()  # the scheduler's timed save
-    abandon(urlseen, star.edges, star.plds)
+    abandon(urlseen, *star.drums)
 
     got, star = reopen_and_drain(tmp_path, close=True)
     assert sorted(got) == sorted(record_url(url(i)) for i in range(N))
@@ -316,7 +343,7 @@ def second_copies_killed_in_beasts_save(directory: Path, *, nested_merge: bool =
     with pytest.raises(Crash):
         star.flush()
     assert star.duplicates_undone == N
-    abandon(urlseen, star.edges, star.plds)
+    abandon(urlseen, *star.drums)
 
 
 @pytest.mark.parametrize(("kills", "nested_merge"), [(1, False), (2, False), (1, True)])
@@ -330,7 +357,7 @@ def test_a_correction_written_out_before_a_kill_in_beasts_save_is_not_made_twice
     kill_at_urlseens_ack(tmp_path, monkeypatch)
     urlseen, star, beast = open_pipeline(str(tmp_path))
     star.flush()  # the first copies: merged, queued in BEAST, saved, acknowledged
-    abandon(urlseen, star.edges, star.plds)
+    abandon(urlseen, *star.drums)
     for _ in range(kills):
         second_copies_killed_in_beasts_save(tmp_path, nested_merge=nested_merge)
 
@@ -349,7 +376,7 @@ def test_a_correction_whose_write_out_fails_is_not_made_twice(tmp_path: Path, mo
     kill_at_urlseens_ack(tmp_path, monkeypatch)
     urlseen, star, beast = open_pipeline(str(tmp_path))
     star.flush()  # the first copies: merged, queued in BEAST, saved, acknowledged
-    abandon(urlseen, star.edges, star.plds)
+    abandon(urlseen, *star.drums)
 
     urlseen, star, beast = open_pipeline(str(tmp_path))
     urlseen.merge()  # URLseen's delivery again: the second copies reach pld_indegree
@@ -412,7 +439,7 @@ def test_a_partly_applied_batch_after_a_kill_keeps_the_corrections_of_its_prefix
         star.flush()
     assert star.duplicates_undone > 0
     star.write_out(), beast.save()  # the scheduler's tick
-    abandon(urlseen, star.edges, star.plds)
+    abandon(urlseen, *star.drums)
 
     urlseen, star, beast = open_pipeline(str(tmp_path))
     got: dict[str, int] = {}
@@ -427,5 +454,7 @@ def test_a_partly_applied_batch_after_a_kill_keeps_the_corrections_of_its_prefix
     urlseen.merge()
     star.flush()
     assert len(got) == 11
-    for pld, n in true_admitted().items():
+    # the hosts' charges follow these admissions in pld_indegree's merge (hosts_seen is
+    # merged at the flush, after URLseen handed them to STAR): not counted yet
+    for pld, n in true_admitted(hosts_charged=False).items():
         assert got[pld] == n, pld

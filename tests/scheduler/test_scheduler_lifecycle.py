@@ -75,7 +75,7 @@ def test_a_deleted_store_is_refused_not_recreated_empty(tmp_path: Path, store: s
     assert not (tmp_path / "irl" / store).exists()  # refused before recreating anything
 
 
-def test_a_version_2_frontier_gets_its_parked_store_and_is_marked_3(tmp_path: Path):
+def test_a_version_2_frontier_gets_its_parked_store_and_is_marked_current(tmp_path: Path):
     import json
     import shutil
 
@@ -87,13 +87,13 @@ def test_a_version_2_frontier_gets_its_parked_store_and_is_marked_3(tmp_path: Pa
     again = opened(JOBDIR=str(tmp_path))
     assert len(again.beast) == 20 and len(again.parked) == 0
     again.close("finished")
-    assert json.loads((tmp_path / "irl" / "FRONTIER").read_text())["format"] == 3
+    assert json.loads((tmp_path / "irl" / "FRONTIER").read_text())["format"] == 4
     assert (tmp_path / "irl" / "parked" / "CURRENT").exists()
 
 
 @pytest.mark.parametrize(
     ("marker", "message"),
-    [('{"format": 4, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable"),
+    [('{"format": 5, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable"),
      ('{"format": 1e999}', "unreadable")],
 )
 def test_a_frontier_marker_of_a_newer_layout_or_garbage_is_refused(
@@ -124,11 +124,12 @@ def test_a_frontier_of_layout_1_resumes_and_is_marked_current_so_older_versions_
     marker.write_text('{"format": 1, "created": 0, "stores": []}')
     again = opened(JOBDIR=str(tmp_path))
     assert len(again.beast) == 10
-    assert json.loads(marker.read_text())["format"] == 3
+    assert json.loads(marker.read_text())["format"] == 4
     again.close("finished")
-    with mock.patch("scrapy_irl.scheduler.layout.FORMAT", 1):  # an older scrapy-irl
-        with pytest.raises(FrontierCorruptionError, match="version 3, written by a newer"):
-            _check_marker(marker)
+    for older in (1, 3):  # 3 would read a new host's charge as an admission
+        with mock.patch("scrapy_irl.scheduler.layout.FORMAT", older):  # an older scrapy-irl
+            with pytest.raises(FrontierCorruptionError, match="version 4, written by a newer"):
+                _check_marker(marker)
 
 
 def test_a_frontier_of_an_earlier_version_without_marker_resumes(tmp_path: Path):

@@ -22,10 +22,11 @@ def test_pld_of(host, pld):
     assert pld_of(host) == pld
 
 
-def run(tmp_path, policy=BudgetPolicy(kind="linear", base=10, per_degree=5)):
+def run(tmp_path, policy=BudgetPolicy(kind="linear", base=10, per_degree=5), *, charge_new_hosts=False):
     admitted: list[tuple[bytes, int, int]] = []
     star = Star(tmp_path, policy, lambda r, b, p: admitted.append((r, b, p)),
-                drum_options={"fsync": False, "buckets": 2, "buffer_bytes": 64, "bucket_bytes": 128})
+                drum_options={"fsync": False, "buckets": 2, "buffer_bytes": 64, "bucket_bytes": 128},
+                charge_new_hosts=charge_new_hosts)  # fmt: skip
     return star, admitted
 
 
@@ -67,6 +68,42 @@ def test_admitted_count_and_budget_per_url(tmp_path):
     star.flush()
     assert admitted == [(b"u0", 15, 0), (b"u1", 15, 1), (b"u2", 15, 2), (b"u3", 15, 3), (b"other", 10, 0)]
     assert star.top(1) == [("t.org", 1, 15, 4)]
+
+
+def test_each_new_host_costs_its_pld_one_more_admission_once(tmp_path):
+    """IRL_BUDGET_COUNTS_NEW_HOSTS: a host's robots.txt fetch and DNS lookup count in its
+    PLD's P_x, one merge after the host's first URL; the same host again costs nothing."""
+    star, admitted = run(tmp_path, charge_new_hosts=True)
+    star.admit(b"a1", "a.farm.com")
+    star.admit(b"a2", "a.farm.com")
+    star.admit(b"b1", "b.farm.com")
+    star.flush()
+    assert [p for _, _, p in admitted] == [0, 1, 2]  # the charges land after these
+    star.admit(b"a3", "A.farm.com")  # a host known in another case: no charge
+    star.admit(b"c1", "c.farm.com")
+    star.flush()
+    assert [p for _, _, p in admitted[3:]] == [3 + 2, 4 + 2]
+    star.admit(b"a4", "a.farm.com")
+    star.flush()
+    assert admitted[-1][2] == 5 + 3
+    assert star.top(1)[0][3] == 6 + 3
+    assert star.stats()["new_hosts_charged"] == 3
+    star.close()
+    star, admitted = run(tmp_path, charge_new_hosts=True)  # hosts_seen is kept on disk
+    star.admit(b"b2", "b.farm.com")
+    star.flush()
+    star.admit(b"b3", "b.farm.com")
+    star.flush()
+    assert [p for _, _, p in admitted] == [9, 10]
+
+
+def test_without_the_host_charge_p_x_counts_urls_only(tmp_path):
+    star, admitted = run(tmp_path)
+    for i in range(5):
+        star.admit(f"u{i}".encode(), f"s{i}.farm.com")
+        star.flush()
+    assert [p for _, _, p in admitted] == [0, 1, 2, 3, 4]
+    assert star.hosts is None and not (tmp_path / "hosts_seen").exists()
 
 
 def test_state_survives_reopen(tmp_path):
