@@ -62,7 +62,7 @@ def authority_host(hostname: str | None) -> str:
 def refused_by_twisted(scheme: str, netloc: str) -> bool:
     """Whether Scrapy's Twisted HTTP client fails a URL of this scheme and netloc before
     sending a byte ("invalid hostname"): a netloc with userinfo (``user@host``), a ``%``
-    in the name, an empty label, anything IDNA refuses that Scrapy does not let through.
+    or a space in the name, anything IDNA refuses that Scrapy does not let through.
 
     Such a URL reaches no server: its robots.txt fetch fails the same way (held through
     every robots.txt retry as if the host were down), and a page of it counted as a host
@@ -105,6 +105,11 @@ def _refused(url: str) -> bool:
     try:
         _as_scrapys_handler_sees_names()
         host = URI.fromBytes(url.encode("ascii")).host
-        return bool(HostnameEndpoint._hostAsBytesAndText(host)[0])
+        # As text, as Twisted's Agent hands it to HostnameEndpoint (endpointForURI:
+        # nativeString(uri.host)). Judged as bytes, an ACE label IDNA 2008 will not decode
+        # (``xn--zz``) counted as refused, yet the handler's text path, with Scrapy's
+        # IDNA 2003 fallback, fetches it: such a host went out with no robots.txt and
+        # no politeness turn (a probe of 2026-11-29).
+        return bool(HostnameEndpoint._hostAsBytesAndText(host.decode("ascii"))[0])
     except Exception:  # noqa: BLE001 - not Twisted's to judge here (non-ASCII, a bad port): the usual path
         return False
