@@ -115,6 +115,14 @@ def resolver_from_crawler(crawler: Crawler, store: HostStore) -> HostResolver:
     return resolver
 
 
+def shared_resolver(crawler: Crawler) -> HostResolver | None:
+    """The crawler's HostResolver if the IRL scheduler or this middleware made one."""
+    try:
+        return _shared.get(crawler)
+    except TypeError:
+        return None
+
+
 def _new_resolver(crawler: Crawler, store: HostStore) -> HostResolver:
     from twisted.internet import reactor
 

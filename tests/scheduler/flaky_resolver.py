@@ -1,7 +1,7 @@
 """A ``TWISTED_DNS_RESOLVER`` for crawl tests whose names fail on purpose, never real DNS.
 
 ``*.flaky.test`` resolves to 127.0.0.1 from its second lookup on (the first fails as a
-resolver hiccup would); ``*.steady.test`` (with or without the root's trailing dot)
+resolver hiccup would); ``*.hiccup.test`` fails its second lookup only; ``*.steady.test`` (with or without the root's trailing dot)
 always resolves to 127.0.0.1; ``*.dead.test`` and every other name fail, as NXDOMAIN does. The
 lookups are logged (``flaky-resolver: <name> -> <answer>``) so a test can count them.
 """
@@ -32,6 +32,9 @@ class FlakyResolver(CachingThreadedResolver):
     ) -> defer.Deferred[str]:
         self.lookups[name] += 1
         if name.lower().rstrip(".").endswith(".steady.test"):
+            return defer.succeed("127.0.0.1")
+        if name.endswith(".hiccup.test") and self.lookups[name] != 2:
+            logger.info("flaky-resolver: %s -> 127.0.0.1", name)
             return defer.succeed("127.0.0.1")
         if name.endswith(".flaky.test") and self.lookups[name] > 1:
             logger.info("flaky-resolver: %s -> 127.0.0.1", name)

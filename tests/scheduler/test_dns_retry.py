@@ -78,3 +78,35 @@ def test_urls_of_dead_names_wait_on_disk_not_in_the_ram_healthy_hosts_need(tmp_p
     assert stats["finish_reason"] == "closespider_timeout"
     assert pages == {f"/page/{n}" for n in range(4)}  # the healthy host, all of it
     assert stats["irl_sched/dns_retry_parked"] >= 10
+
+
+@pytest.mark.slow
+def test_a_lookup_the_downloader_fails_after_the_scheduler_resolved_the_name_is_retried(tmp_path: Path):
+    """This resolver reads no Scrapy DNS cache, so nothing is pinned and the downloader
+    looks each name up again. The second lookup of the name, the robots.txt download's,
+    fails: the name was marked dead for IRL_DNS_NEGATIVE_TTL and all its pages failed,
+    although the scheduler's record held a fresh address (a probe of 2026-11-29 lost
+    1 200 of 1 200 pages of 30 intermittent names this way)."""
+    with loopback_site(size=8) as site:
+        port = site.server_address[1]
+        stats, log = crawl({
+            "start": [f"http://www.hiccup.test:{port}/page/1"],
+            "settings": {
+                "ADDONS": {"scrapy_irl.Addon": 0},
+                "TWISTED_DNS_RESOLVER": "tests.scheduler.flaky_resolver.FlakyResolver",
+                "DNSCACHE_ENABLED": False, "ROBOTSTXT_OBEY": True,
+                "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                "IRL_ROBOTS_RETRY_DELAY": 0.5,
+                "IRL_HOST_DELAY": 0.0, "IRL_HOST_DELAY_MIN": 0.0, "IRL_IP_DELAY": 0.0,
+                "IRL_IP_DELAY_MIN": 0.0, "IRL_POLITENESS_MARGIN": 0.0,
+                "CLOSESPIDER_TIMEOUT": 60,
+            },
+        })  # fmt: skip
+        pages = {p for p in site.hits if p.startswith("/page/")}
+        robots = [p for p in site.hits if p == "/robots.txt"]
+    assert log.count("flaky-resolver: www.hiccup.test -> failure") == 1
+    assert pages == {f"/page/{n}" for n in range(8)}
+    assert stats["irl_robots/dns_failed_in_downloader"] == 1
+    assert "irl_robots/dns_failed" not in stats
+    assert len(robots) == 1  # the failed download never reached the server
+    assert stats["finish_reason"] == "finished"
