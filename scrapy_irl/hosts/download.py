@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import DownloadFailedError
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet import task
 from twisted.web.client import HTTPConnectionPool, RequestTransmissionFailed
 
 from scrapy_irl import config
 from scrapy_irl.hosts.dnsfail import raise_if_dns_failed
 from scrapy_irl.hosts.names import canonical_host
 from scrapy_irl.hosts.pinning import pinned_address
-from scrapy_irl.hosts.spacing import SendSpacing, spaced_connections
+from scrapy_irl.hosts.spacing import SendPlan, SendSpacing, spaced_connections
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -56,9 +59,14 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
             lambda: crawler.stats.inc_value("irl_dns/moved_connections_closed"),
         )
         self.spacing, self.ip_gap, self.host_gap = wire_spacing(crawler)
+        self.plan: SendPlan | None = None
         if self.spacing is not None:
             from twisted.internet import reactor
 
+            self._crawler = crawler
+            self._reactor = reactor
+            self.plan = SendPlan()
+            self.crawl_delay_max = config.getfloat(crawler.settings, "IRL_CRAWL_DELAY_MAX", minimum=0)
             pool.getConnection = spaced_connections(  # type: ignore[method-assign]
                 pool.getConnection, self.spacing, reactor,
                 keys=wire_keys(self.ip_gap, self.host_gap),
@@ -72,8 +80,56 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
 
     async def download_request(self, request: Request) -> Response:
         raise_if_dns_failed(request)  # a dead name: failed here, as Scrapy's handler would
+        if self.plan is not None:
+            await self._wait_for_turn(request)
         with retryable_transmission_failure():
             return await super().download_request(request)
+
+    async def _wait_for_turn(self, request: Request) -> None:
+        """Wait for the start :class:`SendPlan` books for ``request`` (module
+        :mod:`scrapy_irl.hosts.spacing`): before a connection is asked for and before
+        ``DOWNLOAD_TIMEOUT`` runs. The heaps' own requests are due when handed out, so for
+        them the wait does not come; requests that bypass the heaps (``engine.download``:
+        FilesPipeline, ImagesPipeline) queue here, their host's Crawl-delay included."""
+        assert self.plan is not None
+        keys = plan_keys(request, self.ip_gap, max(self.host_gap, self._crawl_delay(request)))
+        if keys is None:
+            return
+        wait, booking = self.plan.book(keys)
+        if wait <= 0:
+            return
+        stats = self._crawler.stats
+        stats.inc_value("irl_hosts/send_plan_waits")
+        stats.max_value("irl_hosts/send_plan_longest_wait", round(wait, 3))
+        try:
+            await maybe_deferred_to_future(task.deferLater(self._reactor, wait, lambda: None))
+        except BaseException:
+            self.plan.release(booking)  # cancelled (the crawl stops): the start is free
+            raise
+
+    def _crawl_delay(self, request: Request) -> float:
+        """The Crawl-delay the request's origin asks for, up to IRL_CRAWL_DELAY_MAX (0 if
+        none is known or robots.txt is not obeyed)."""
+        from scrapy_irl.robots.middleware import robots_for  # the robots package imports this one
+
+        robots = robots_for(self._crawler)
+        if robots is None or request.meta.get("dont_obey_robotstxt"):
+            return 0.0
+        delay = robots.crawl_delay(request)
+        return min(delay, self.crawl_delay_max) if delay and delay > 0 else 0.0
+
+
+def irl_scheduled(crawler: Crawler) -> bool:
+    """Whether the crawl's ``SCHEDULER`` is the IRL scheduler (or a subclass)."""
+    from scrapy.utils.misc import load_object
+
+    from scrapy_irl.scheduler import IrlScheduler
+
+    try:
+        scheduler = load_object(crawler.settings["SCHEDULER"])
+    except (ImportError, NameError, ValueError, TypeError):  # the engine reports it
+        return False
+    return isinstance(scheduler, type) and issubclass(scheduler, IrlScheduler)
 
 
 def wire_spacing(crawler: Crawler) -> tuple[SendSpacing | None, float, float]:
@@ -82,15 +138,7 @@ def wire_spacing(crawler: Crawler) -> tuple[SendSpacing | None, float, float]:
     this handler under another scheduler gets no pacing it did not ask for). The host gap
     is 0 with ``IRL_ROBOTS_HOST_DELAY`` off, where the heaps send a host's first page
     tau_s after its robots.txt, as IRLbot did."""
-    from scrapy.utils.misc import load_object
-
-    from scrapy_irl.scheduler import IrlScheduler
-
-    try:
-        scheduler = load_object(crawler.settings["SCHEDULER"])
-    except (ImportError, NameError, ValueError, TypeError):  # the engine reports it
-        return None, 0.0, 0.0
-    if not (isinstance(scheduler, type) and issubclass(scheduler, IrlScheduler)):
+    if not irl_scheduled(crawler):
         return None, 0.0, 0.0
     settings = crawler.settings
     host_gap = 0.0
@@ -98,6 +146,22 @@ def wire_spacing(crawler: Crawler) -> tuple[SendSpacing | None, float, float]:
         host_gap = config.getfloat(settings, "IRL_HOST_DELAY_MIN", minimum=0)
     ip_gap = config.getfloat(settings, "IRL_IP_DELAY_MIN", minimum=0)
     return (SendSpacing() if max(host_gap, ip_gap) > 0 else None), ip_gap, host_gap
+
+
+def plan_keys(request: Request, ip_gap: float, host_gap: float) -> list[tuple[str, float]] | None:
+    """What ``request``'s start is booked under in the :class:`SendPlan`: its host name
+    as the heaps spell it, and the address pinned for it (none yet: the wire check books
+    the peer). None for a request through a proxy, whose peer is the proxy."""
+    if request.meta.get("proxy"):
+        return None
+    name = urlparse_cached(request).hostname
+    if not name:
+        return None
+    keys = [(f"host {canonical_host(name)}", host_gap)]
+    address = pinned_address(name)
+    if address is not None:
+        keys.append((f"ip {address}", ip_gap))
+    return keys
 
 
 def wire_keys(ip_gap: float, host_gap: float) -> Callable[[Any, Any], list[tuple[str, float]] | None]:

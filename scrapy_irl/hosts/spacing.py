@@ -22,12 +22,26 @@ limit: those stay the scheduler's.
 
 RAM: one float per address and host written to within the last gap, pruned as it goes
 (bounded by the requests in flight, not by the crawl's size).
+
+Holding a connection is right for the small corrections it makes, wrong for a queue:
+many ``engine.download`` requests to one host (FilesPipeline with a page of 40 files)
+waited there holding one idle connection each, inside ``DOWNLOAD_TIMEOUT`` (30 of 40
+files timed out in a probe of 2026-11-29), and, booked one behind the other under their
+IP too, held every other host of that server until the whole queue had gone (19 s). So
+the handler first books each request in a :class:`SendPlan`, before it asks for a
+connection or starts the timeout: the earliest start that keeps every gap of its keys,
+between earlier bookings where there is room, so one host's queue takes only its own
+share of its server's slots. The wire check then only corrects what the connection set-up
+shifted.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -65,6 +79,94 @@ class SendSpacing:
 
     def __len__(self) -> int:
         return len(self._next_write)
+
+
+#: Two times closer than this are one (float sums of gaps are not exact).
+_EPSILON = 1e-9
+
+
+@dataclass(frozen=True)
+class Booking:
+    """A start booked in a :class:`SendPlan` under ``keys``, to give back if unused."""
+
+    keys: tuple[str, ...]
+    start: float
+    number: int  # tells bookings of one start apart: a second release frees nothing
+
+
+class SendPlan:
+    """Starts booked per key; a new request gets the earliest start that is at least each
+    of its keys' gaps away from every start booked under that key (before or after it).
+
+    Unlike :class:`SendSpacing`, which queues each write behind the last one of each of
+    its keys, a request to a quiet host of a busy server fits between the bookings of the
+    server's busy host. Bookings older than the largest gap are pruned as it goes.
+    """
+
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self._now = now
+        self._booked: dict[str, list[tuple[float, int]]] = {}  # (start, number), sorted
+        self._longest_gap = 0.0
+        self._since_prune = 0
+        self._numbers = itertools.count()
+
+    def book(self, keys: Iterable[tuple[str, float]]) -> tuple[float, Booking]:
+        """Book a start under every ``(key, gap)``: (seconds to wait for it, the booking)."""
+        now = self._now()
+        keys = [(key, gap) for key, gap in keys if gap > 0]
+        start = self._earliest(now, keys)
+        number = next(self._numbers)
+        for key, gap in keys:
+            insort(self._booked.setdefault(key, []), (start, number))
+            self._longest_gap = max(self._longest_gap, gap)
+        self._since_prune += 1
+        if self._since_prune >= PRUNE_EVERY:
+            self._prune(now)
+        return start - now, Booking(tuple(key for key, _ in keys), start, number)
+
+    def release(self, booking: Booking) -> None:
+        """Give back a start that was not used (the request was cancelled while waiting)."""
+        for key in booking.keys:
+            starts = self._booked.get(key)
+            if not starts:
+                continue
+            entry = (booking.start, booking.number)
+            i = bisect_left(starts, entry)
+            if i < len(starts) and starts[i] == entry:
+                del starts[i]
+            if not starts:
+                del self._booked[key]
+
+    def _earliest(self, now: float, keys: list[tuple[str, float]]) -> float:
+        """Sweep forward from ``now``: a start too close to a booking of some key moves
+        just past the last such booking, until no key objects. Each move passes at least
+        one booking, so there are at most as many moves as bookings."""
+        start = now
+        moved = True
+        while moved:
+            moved = False
+            for key, gap in keys:
+                starts = self._booked.get(key)
+                if not starts:
+                    continue
+                # bookings b with start - gap < b < start + gap are too close
+                last = bisect_left(starts, (start + gap - _EPSILON,)) - 1
+                if last >= 0 and starts[last][0] > start - gap + _EPSILON:
+                    start = starts[last][0] + gap
+                    moved = True
+        return start
+
+    def _prune(self, now: float) -> None:
+        self._since_prune = 0
+        horizon = now - self._longest_gap
+        for key in list(self._booked):
+            starts = self._booked[key]
+            del starts[: bisect_left(starts, (horizon,))]
+            if not starts:
+                del self._booked[key]
+
+    def __len__(self) -> int:
+        return sum(len(starts) for starts in self._booked.values())
 
 
 def spaced_connections(

@@ -40,7 +40,7 @@ from scrapy_irl.hosts.dnsfail import (
     clear_dns_failure,
     mark_dns_failed,
 )
-from scrapy_irl.hosts.download import handler_fails_marked, twisted_http_schemes
+from scrapy_irl.hosts.download import handler_fails_marked, irl_scheduled, twisted_http_schemes
 from scrapy_irl.hosts.middleware import shared_resolver
 from scrapy_irl.hosts.names import refused_by_twisted
 from scrapy_irl.hosts.paths import open_host_store
@@ -174,6 +174,10 @@ class RobotsCacheMiddleware:
         #: request each (bounded: the oldest go first).
         self._dns_failed: OrderedDict[str, tuple[float, str]] = OrderedDict()
         self._dns_failed_ttl = config.getfloat(settings, "IRL_DNS_NEGATIVE_TTL", above=0)
+        #: Refuse requests to origins asking for a Crawl-delay above IRL_CRAWL_DELAY_MAX
+        #: (IRL_CRAWL_DELAY_OVER_MAX "skip"), as the IRL scheduler does with its own.
+        self._skip_long_delays = refuses_long_crawl_delay(settings) and irl_scheduled(crawler)
+        self._crawl_delay_max = config.getfloat(settings, "IRL_CRAWL_DELAY_MAX", minimum=0)
         self._parserimpl: Any = load_object(settings.get("ROBOTSTXT_PARSER"))
         build_from_crawler(self._parserimpl, crawler, b"")  # fail early on missing deps
         #: Protego bodies are reduced to our user agent's group before parsing (see
@@ -302,6 +306,14 @@ class RobotsCacheMiddleware:
         ):
             self._drop_unreachable(request)
         self.process_request_2(cached.rules, request)
+        if self._skip_long_delays:
+            # The IRL scheduler refuses such origins' URLs before the heaps; requests
+            # that bypass it (engine.download: FilesPipeline's files) are refused here,
+            # or they went out at IRL_CRAWL_DELAY_MAX spacing at best (a probe of
+            # 2026-11-29: five files of an origin asking 120 s, 1 s apart).
+            delay = cached.crawl_delay(self.user_agent(request))
+            if delay and delay > self._crawl_delay_max:
+                self.refuse_crawl_delay(request, delay)
 
     def _drop_unreachable(self, request: Request) -> NoReturn:
         """robots.txt cannot be had: RFC 9309 section 2.3.1.4, "complete disallow". So it

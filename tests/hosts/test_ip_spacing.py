@@ -22,7 +22,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 
 from scrapy_irl.hosts.download import PoliteHTTP11DownloadHandler, wire_keys
-from scrapy_irl.hosts.spacing import PRUNE_EVERY, SendSpacing, spaced_connections
+from scrapy_irl.hosts.spacing import PRUNE_EVERY, SendPlan, SendSpacing, spaced_connections
 from tests.crawl_runner import crawl_in_subprocess
 from tests.loopback_site import LoopbackServer, send_body, serving
 
@@ -96,6 +96,57 @@ class _Connection:
 
     def loseConnection(self) -> None:  # noqa: N802 (Twisted's name)
         self.lost = True
+
+
+def _waits(plan: SendPlan, keys: list[list[tuple[str, float]]]) -> list[float]:
+    return [round(plan.book(k)[0], 6) for k in keys]
+
+
+def test_a_plan_queues_one_hosts_requests_a_host_gap_apart() -> None:
+    now = _Now()
+    plan = SendPlan(now)
+    x = [("host x", 1.0), ("ip a", 0.1)]
+    assert _waits(plan, [x] * 5) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    now.t += 2.5
+    assert _waits(plan, [x]) == [2.5]  # after the last booking, 5.0 from the start
+
+
+def test_another_host_of_the_server_fits_between_a_busy_hosts_bookings() -> None:
+    """SendSpacing queued it behind the whole queue of the busy host (a probe: 19 s)."""
+    now = _Now()
+    plan = SendPlan(now)
+    _waits(plan, [[("host x", 1.0), ("ip a", 0.1)]] * 10)
+    assert _waits(plan, [[("host y", 1.0), ("ip a", 0.1)]] * 3) == [0.1, 1.1, 2.1]
+    # a third host fits between y's and x's bookings as well
+    assert _waits(plan, [[("host z", 1.0), ("ip a", 0.1)]]) == [0.2]
+    assert _waits(plan, [[("host w", 1.0), ("ip b", 0.1)]]) == [0.0]  # another server
+
+
+def test_a_released_booking_is_free_for_the_next_request() -> None:
+    now = _Now()
+    plan = SendPlan(now)
+    x = [("host x", 1.0)]
+    plan.book(x)
+    _, second = plan.book(x)
+    plan.book(x)
+    plan.release(second)  # cancelled while it waited
+    assert _waits(plan, [x]) == [1.0]
+    plan.release(second)  # twice: nothing more to give back
+    assert len(plan) == 3
+
+
+def test_a_plan_forgets_bookings_older_than_its_longest_gap() -> None:
+    now = _Now()
+    plan = SendPlan(now)
+    for n in range(PRUNE_EVERY):
+        plan.book([(f"host h{n}", 1.0), ("ip a", 0.001)])
+        now.t += 0.01
+    assert len(plan) < 2 * PRUNE_EVERY
+    now.t += 2.0
+    plan.book([("host late", 1.0)] * 1)
+    for _ in range(PRUNE_EVERY):
+        plan.book([("host late", 0.0)])  # no key with a gap: not booked, still counted
+    assert len(plan) == 1
 
 
 def _pool(clock: Clock, connections: list[Any]) -> Any:
@@ -214,6 +265,10 @@ class _LoggingHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         with self.server.lock:
             self.server.log.append((time.monotonic(), self.path))
+        if (self.path == "/robots.txt" and self.server.robots is not None
+                and self.headers.get("Host", "").startswith("localhost")):  # fmt: skip
+            send_body(self, self.server.robots.encode(), "text/plain")
+            return
         send_body(self, b"<html><body>page</body></html>")
 
     def log_message(self, format: str, *args: object) -> None:
@@ -225,6 +280,7 @@ class _Site(LoopbackServer):
         super().__init__(_LoggingHandler)
         self.lock = threading.Lock()
         self.log: list[tuple[float, str]] = []
+        self.robots: str | None = None
 
 
 @pytest.mark.slow
@@ -245,3 +301,57 @@ def test_downloads_that_bypass_the_scheduler_keep_the_ip_gap(tmp_path: Path) -> 
     # one host: tau_h0 apart (the server's clock: a thread's wake-up of slack)
     assert min(gaps) >= HOST_GAP - 0.05, gaps
     assert stats["irl_hosts/wire_spacing_waits"] >= DIRECT - 1, stats
+
+
+def _direct_crawl(site: _Site, tmp_path: Path, files: int, *, files_host: str = "",
+                  **settings: Any) -> dict[str, Any]:  # fmt: skip
+    base = site.base_url.replace("127.0.0.1", files_host) if files_host else site.base_url
+    stats, _ = crawl_in_subprocess({
+        "start": f"{site.base_url}/",
+        "direct": [f"{base}/file/{n}" for n in range(files)],
+        "settings": {
+            "ADDONS": {"scrapy_irl.Addon": 0}, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+            "IRL_HOST_DELAY": HOST_GAP, "IRL_HOST_DELAY_MIN": HOST_GAP,
+            "IRL_IP_DELAY": GAP, "IRL_IP_DELAY_MIN": GAP, "CLOSESPIDER_TIMEOUT": 60,
+            **settings,
+        }}, timeout=90, module="tests.hosts.direct_download_spider")  # fmt: skip
+    return stats
+
+
+@pytest.mark.slow
+def test_a_queue_of_downloads_to_one_host_waits_outside_the_download_timeout(tmp_path: Path) -> None:
+    """Held at the wire, each waiting file held a connection inside DOWNLOAD_TIMEOUT: a
+    probe's page of 40 files on one host lost 30 to timeouts (2026-11-29). Here 12 files
+    at tau_h0 0.5 s take 5.5 s, against a 2 s DOWNLOAD_TIMEOUT."""
+    files = 12
+    with serving(_Site()) as site:
+        stats = _direct_crawl(site, tmp_path, files, DOWNLOAD_TIMEOUT=2, RETRY_ENABLED=False)
+    assert stats["direct/answered"] == files, stats
+    assert "downloader/exception_type_count/twisted.internet.error.TimeoutError" not in stats
+    arrivals = sorted(t for t, path in site.log if path.startswith("/file/"))
+    assert len(arrivals) == files
+    gaps = [round(b - a, 3) for a, b in pairwise(arrivals)]
+    assert min(gaps) >= HOST_GAP - 0.05, gaps
+    assert stats["irl_hosts/send_plan_waits"] >= files - 1, stats
+    assert stats["irl_hosts/send_plan_longest_wait"] >= (files - 1) * HOST_GAP - 0.5, stats
+
+
+@pytest.mark.slow
+def test_downloads_that_bypass_the_heaps_keep_the_crawl_delay_or_are_refused(tmp_path: Path) -> None:
+    """Files ignored Crawl-delay, and were fetched from an origin whose Crawl-delay is
+    above IRL_CRAWL_DELAY_MAX, whose pages the scheduler refuses (a probe, 2026-11-29)."""
+    with serving(_Site()) as site:  # robots.txt of localhost only; the page on 127.0.0.1
+        site.robots = "User-agent: *\nCrawl-delay: 1\n"
+        stats = _direct_crawl(site, tmp_path / "delay", 4, files_host="localhost",
+                              ROBOTSTXT_OBEY=True)  # fmt: skip
+        arrivals = sorted(t for t, path in site.log if path.startswith("/file/"))
+        assert stats["direct/answered"] == 4, stats
+        gaps = [round(b - a, 3) for a, b in pairwise(arrivals)]
+        assert len(arrivals) == 4 and min(gaps) >= 1.0 - 0.05, gaps
+        site.log.clear()
+        site.robots = "User-agent: *\nCrawl-delay: 120\n"
+        stats = _direct_crawl(site, tmp_path / "slow", 4, files_host="localhost",
+                              ROBOTSTXT_OBEY=True)  # fmt: skip
+        assert not [path for _, path in site.log if path.startswith("/file/")], site.log
+        assert stats["irl_robots/crawl_delay_refused"] == 4, stats
+        assert "direct/answered" not in stats  # each download failed: IgnoreRequest
