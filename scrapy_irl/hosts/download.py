@@ -157,8 +157,13 @@ def plan_keys(request: Request, ip_gap: float, host_gap: float) -> list[tuple[st
     name = urlparse_cached(request).hostname
     if not name:
         return None
-    keys = [(f"host {canonical_host(name)}", host_gap)]
-    address = pinned_address(name)
+    return _booked_under(name, pinned_address(name), ip_gap, host_gap)
+
+
+def _booked_under(name: str, address: str | None, ip_gap: float,
+                  host_gap: float) -> list[tuple[str, float]]:  # fmt: skip
+    """The spacing keys of a request to host ``name`` at ``address`` (if known)."""
+    keys = [(f"host {canonical_host(name.strip('[]'))}", host_gap)]
     if address is not None:
         keys.append((f"ip {address}", ip_gap))
     return keys
@@ -172,11 +177,7 @@ def wire_keys(ip_gap: float, host_gap: float) -> Callable[[Any, Any], list[tuple
     def keys(key: Any, connection: Any) -> list[tuple[str, float]] | None:
         if not _direct_key(key):
             return None
-        booked = [(f"host {canonical_host(key[1].decode('ascii', 'replace').strip('[]'))}", host_gap)]
-        peer = _peer(connection)
-        if peer is not None:
-            booked.append((f"ip {peer}", ip_gap))
-        return booked
+        return _booked_under(key[1].decode("ascii", "replace"), _peer(connection), ip_gap, host_gap)
 
     return keys
 

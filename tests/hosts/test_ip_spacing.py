@@ -283,26 +283,6 @@ class _Site(LoopbackServer):
         self.robots: str | None = None
 
 
-@pytest.mark.slow
-def test_downloads_that_bypass_the_scheduler_keep_the_ip_gap(tmp_path: Path) -> None:
-    with serving(_Site()) as site:
-        stats, _ = crawl_in_subprocess({
-            "start": f"{site.base_url}/",
-            "direct": [f"{site.base_url}/file/{n}" for n in range(DIRECT)],
-            "settings": {
-                "ADDONS": {"scrapy_irl.Addon": 0}, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
-                "IRL_HOST_DELAY": HOST_GAP, "IRL_HOST_DELAY_MIN": HOST_GAP,
-                "IRL_IP_DELAY": GAP, "IRL_IP_DELAY_MIN": GAP, "CLOSESPIDER_TIMEOUT": 60,
-            }}, timeout=90, module="tests.hosts.direct_download_spider")  # fmt: skip
-    assert stats["direct/answered"] == DIRECT, stats
-    arrivals = sorted(t for t, _ in site.log)
-    assert len(arrivals) == DIRECT + 1, site.log
-    gaps = [round(b - a, 3) for a, b in pairwise(arrivals)]
-    # one host: tau_h0 apart (the server's clock: a thread's wake-up of slack)
-    assert min(gaps) >= HOST_GAP - 0.05, gaps
-    assert stats["irl_hosts/wire_spacing_waits"] >= DIRECT - 1, stats
-
-
 def _direct_crawl(site: _Site, tmp_path: Path, files: int, *, files_host: str = "",
                   **settings: Any) -> dict[str, Any]:  # fmt: skip
     base = site.base_url.replace("127.0.0.1", files_host) if files_host else site.base_url
@@ -316,6 +296,19 @@ def _direct_crawl(site: _Site, tmp_path: Path, files: int, *, files_host: str = 
             **settings,
         }}, timeout=90, module="tests.hosts.direct_download_spider")  # fmt: skip
     return stats
+
+
+@pytest.mark.slow
+def test_downloads_that_bypass_the_scheduler_keep_the_ip_gap(tmp_path: Path) -> None:
+    with serving(_Site()) as site:
+        stats = _direct_crawl(site, tmp_path, DIRECT)
+    assert stats["direct/answered"] == DIRECT, stats
+    arrivals = sorted(t for t, _ in site.log)
+    assert len(arrivals) == DIRECT + 1, site.log
+    gaps = [round(b - a, 3) for a, b in pairwise(arrivals)]
+    # one host: tau_h0 apart (the server's clock: a thread's wake-up of slack)
+    assert min(gaps) >= HOST_GAP - 0.05, gaps
+    assert stats["irl_hosts/send_plan_waits"] >= DIRECT - 1, stats
 
 
 @pytest.mark.slow
