@@ -22,7 +22,6 @@ from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import DownloadFailedError
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet import task
 from twisted.web.client import HTTPConnectionPool, RequestTransmissionFailed
 
 from scrapy_irl import config
@@ -65,7 +64,7 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
 
             self._crawler = crawler
             self._reactor = reactor
-            self.plan = SendPlan()
+            self.plan = SendPlan(reactor)
             self.crawl_delay_max = config.getfloat(crawler.settings, "IRL_CRAWL_DELAY_MAX", minimum=0)
             pool.getConnection = spaced_connections(  # type: ignore[method-assign]
                 pool.getConnection, self.spacing, reactor,
@@ -86,26 +85,28 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
             return await super().download_request(request)
 
     async def _wait_for_turn(self, request: Request) -> None:
-        """Wait for the start :class:`SendPlan` books for ``request`` (module
-        :mod:`scrapy_irl.hosts.spacing`): before a connection is asked for and before
-        ``DOWNLOAD_TIMEOUT`` runs. The heaps' own requests are due when handed out, so for
-        them the wait does not come; requests that bypass the heaps (``engine.download``:
-        FilesPipeline, ImagesPipeline) queue here, their host's Crawl-delay included."""
+        """Wait in the :class:`SendPlan` (module :mod:`scrapy_irl.hosts.spacing`) until
+        ``request``'s host and server may be sent to: before a connection is asked for
+        and before ``DOWNLOAD_TIMEOUT`` runs. Requests that bypass the heaps
+        (``engine.download``: FilesPipeline, ImagesPipeline) queue here, their origin's
+        Crawl-delay included; a request the heaps timed goes ahead of them and waits at
+        most what the last starts of its host and server ask."""
         assert self.plan is not None
         keys = plan_keys(request, self.ip_gap, max(self.host_gap, self._crawl_delay(request)))
         if keys is None:
             return
-        wait, booking = self.plan.book(keys)
-        if wait <= 0:
+        waiting = self.plan.wait(keys, front=self._timed_by_heaps(request))
+        if waiting is None:
             return
         stats = self._crawler.stats
         stats.inc_value("irl_hosts/send_plan_waits")
-        stats.max_value("irl_hosts/send_plan_longest_wait", round(wait, 3))
-        try:
-            await maybe_deferred_to_future(task.deferLater(self._reactor, wait, lambda: None))
-        except BaseException:
-            self.plan.release(booking)  # cancelled (the crawl stops): the start is free
-            raise
+        since = self._reactor.seconds()
+        await maybe_deferred_to_future(waiting)
+        stats.max_value("irl_hosts/send_plan_longest_wait", round(self._reactor.seconds() - since, 3))
+
+    def _timed_by_heaps(self, request: Request) -> bool:
+        timed = getattr(getattr(self._crawler.engine, "scheduler", None), "timed_by_heaps", None)
+        return bool(timed is not None and timed(request))
 
     def _crawl_delay(self, request: Request) -> float:
         """The Crawl-delay the request's origin asks for, up to IRL_CRAWL_DELAY_MAX (0 if

@@ -28,20 +28,17 @@ many ``engine.download`` requests to one host (FilesPipeline with a page of 40 f
 waited there holding one idle connection each, inside ``DOWNLOAD_TIMEOUT`` (30 of 40
 files timed out in a probe of 2026-11-29), and, booked one behind the other under their
 IP too, held every other host of that server until the whole queue had gone (19 s). So
-the handler first books each request in a :class:`SendPlan`, before it asks for a
-connection or starts the timeout: the earliest start that keeps every gap of its keys,
-between earlier bookings where there is room, so one host's queue takes only its own
-share of its server's slots. The wire check then only corrects what the connection set-up
-shifted.
+the handler first lines each request up in a :class:`SendPlan`, before it asks for a
+connection or starts the timeout; the wire check then only corrects what the connection
+set-up shifted.
 """
 
 from __future__ import annotations
 
-import itertools
+import math
 import time
-from bisect import bisect_left, insort
+from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -81,92 +78,108 @@ class SendSpacing:
         return len(self._next_write)
 
 
-#: Two times closer than this are one (float sums of gaps are not exact).
-_EPSILON = 1e-9
+class _Waiter:
+    """A request waiting in a :class:`SendPlan` for its keys' gaps."""
 
+    __slots__ = ("keys", "deferred")
 
-@dataclass(frozen=True)
-class Booking:
-    """A start booked in a :class:`SendPlan` under ``keys``, to give back if unused."""
-
-    keys: tuple[str, ...]
-    start: float
-    number: int  # tells bookings of one start apart: a second release frees nothing
+    def __init__(self, keys: list[tuple[str, float]], deferred: Deferred[None]) -> None:
+        self.keys = keys
+        self.deferred = deferred
 
 
 class SendPlan:
-    """Starts booked per key; a new request gets the earliest start that is at least each
-    of its keys' gaps away from every start booked under that key (before or after it).
+    """Requests wait here, before a connection, until each of their keys' gap since the
+    key's last start has passed: per host (the first key) in arrival order, and hosts of
+    one server between each other's requests as their gaps allow.
 
-    Unlike :class:`SendSpacing`, which queues each write behind the last one of each of
-    its keys, a request to a quiet host of a busy server fits between the bookings of the
-    server's busy host. Bookings older than the largest gap are pruned as it goes.
+    A request the heaps timed goes to the front of its host's line: it waits at most what
+    its host's and server's last starts ask (a file just sent, say), never behind the
+    host's queue of files, which the heaps do not know (a page waited 39 s behind 40
+    files there, its server held "in flight" meanwhile, in a probe of 2026-11-29). Starts
+    are recorded when a request leaves; keys quiet for longer than the largest gap are
+    pruned as it goes.
     """
 
-    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, reactor: Any, now: Callable[[], float] = time.monotonic) -> None:
+        self._reactor = reactor
         self._now = now
-        self._booked: dict[str, list[tuple[float, int]]] = {}  # (start, number), sorted
+        self._last: dict[str, float] = {}
+        self._lines: dict[str, deque[_Waiter]] = {}  # by host key
+        self._call: Any = None
         self._longest_gap = 0.0
         self._since_prune = 0
-        self._numbers = itertools.count()
 
-    def book(self, keys: Iterable[tuple[str, float]]) -> tuple[float, Booking]:
-        """Book a start under every ``(key, gap)``: (seconds to wait for it, the booking)."""
-        now = self._now()
+    def wait(self, keys: Iterable[tuple[str, float]], *, front: bool = False) -> Deferred[None] | None:
+        """None: go now (the start is recorded); else a Deferred firing when it may go.
+        ``keys``: ``(key, gap)`` pairs, the host's first. Cancelling the Deferred takes
+        the request out of its line."""
         keys = [(key, gap) for key, gap in keys if gap > 0]
-        start = self._earliest(now, keys)
-        number = next(self._numbers)
+        if not keys:
+            return None
+        now = self._now()
+        line = self._lines.get(keys[0][0])
+        if (front or not line) and self._due(keys) <= now:
+            self._start(keys, now)
+            return None
+        waiter = _Waiter(keys, Deferred(lambda d: self._cancelled(waiter)))
+        line = self._lines.setdefault(keys[0][0], deque())
+        if front:
+            line.appendleft(waiter)
+        else:
+            line.append(waiter)
+        self._reschedule(now)
+        return waiter.deferred
+
+    def __len__(self) -> int:
+        """Requests waiting."""
+        return sum(len(line) for line in self._lines.values())
+
+    def _due(self, keys: list[tuple[str, float]]) -> float:
+        return max(self._last.get(key, -math.inf) + gap for key, gap in keys)
+
+    def _start(self, keys: list[tuple[str, float]], now: float) -> None:
         for key, gap in keys:
-            insort(self._booked.setdefault(key, []), (start, number))
+            self._last[key] = now
             self._longest_gap = max(self._longest_gap, gap)
         self._since_prune += 1
         if self._since_prune >= PRUNE_EVERY:
-            self._prune(now)
-        return start - now, Booking(tuple(key for key, _ in keys), start, number)
+            self._since_prune = 0
+            horizon = now - self._longest_gap
+            for key in [k for k, last in self._last.items() if last < horizon]:
+                del self._last[key]
 
-    def release(self, booking: Booking) -> None:
-        """Give back a start that was not used (the request was cancelled while waiting)."""
-        for key in booking.keys:
-            starts = self._booked.get(key)
-            if not starts:
-                continue
-            entry = (booking.start, booking.number)
-            i = bisect_left(starts, entry)
-            if i < len(starts) and starts[i] == entry:
-                del starts[i]
-            if not starts:
-                del self._booked[key]
+    def _release(self) -> None:
+        self._call = None
+        now = self._now()
+        released = []
+        for host in list(self._lines):
+            line = self._lines[host]
+            while line and self._due(line[0].keys) <= now:
+                waiter = line.popleft()
+                self._start(waiter.keys, now)
+                released.append(waiter)
+            if not line:
+                del self._lines[host]
+        self._reschedule(now)
+        for waiter in released:  # after the bookkeeping: a callback may call wait()
+            waiter.deferred.callback(None)
 
-    def _earliest(self, now: float, keys: list[tuple[str, float]]) -> float:
-        """Sweep forward from ``now``: a start too close to a booking of some key moves
-        just past the last such booking, until no key objects. Each move passes at least
-        one booking, so there are at most as many moves as bookings."""
-        start = now
-        moved = True
-        while moved:
-            moved = False
-            for key, gap in keys:
-                starts = self._booked.get(key)
-                if not starts:
-                    continue
-                # bookings b with start - gap < b < start + gap are too close
-                last = bisect_left(starts, (start + gap - _EPSILON,)) - 1
-                if last >= 0 and starts[last][0] > start - gap + _EPSILON:
-                    start = starts[last][0] + gap
-                    moved = True
-        return start
+    def _reschedule(self, now: float) -> None:
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
+        if self._lines:
+            when = min(self._due(line[0].keys) for line in self._lines.values())
+            self._call = self._reactor.callLater(max(0.0, when - now), self._release)
 
-    def _prune(self, now: float) -> None:
-        self._since_prune = 0
-        horizon = now - self._longest_gap
-        for key in list(self._booked):
-            starts = self._booked[key]
-            del starts[: bisect_left(starts, (horizon,))]
-            if not starts:
-                del self._booked[key]
-
-    def __len__(self) -> int:
-        return sum(len(starts) for starts in self._booked.values())
+    def _cancelled(self, waiter: _Waiter) -> None:
+        line = self._lines.get(waiter.keys[0][0])
+        if line is not None and waiter in line:
+            line.remove(waiter)
+            if not line:
+                del self._lines[waiter.keys[0][0]]
+            self._reschedule(self._now())
 
 
 def spaced_connections(

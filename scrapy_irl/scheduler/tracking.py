@@ -34,6 +34,15 @@ def http_answer(request: Request) -> bool:
 class HandoutTracking:
     """IrlScheduler's completion tracking (a mixin: the state is IrlScheduler's)."""
 
+    def timed_by_heaps(self, request: Request) -> bool:
+        """Whether the heaps timed ``request``: handed out by this scheduler, or its
+        robots.txt fetch or one of that fetch's redirect hops. The HTTP handler's send
+        plan lets these go ahead of requests that bypass the heaps (``engine.download``)."""
+        if id(request) in self._handed or (self._expired and id(request) in self._expired):
+            return True
+        return bool(request.meta.get("dont_obey_robotstxt")
+                    and (request.url in self._robots_hosts or request.url in self._hop_claims))  # fmt: skip
+
     def _reached(self, request: Request, spider: Spider | None = None) -> None:
         # A request this scheduler handed out first: a project's own request may carry
         # dont_obey_robotstxt too, and must free its host like any other.

@@ -98,55 +98,95 @@ class _Connection:
         self.lost = True
 
 
-def _waits(plan: SendPlan, keys: list[list[tuple[str, float]]]) -> list[float]:
-    return [round(plan.book(k)[0], 6) for k in keys]
+def _plan() -> tuple[Clock, SendPlan, list[tuple[float, str]]]:
+    clock = Clock()
+    return clock, SendPlan(clock, clock.seconds), []
 
 
-def test_a_plan_queues_one_hosts_requests_a_host_gap_apart() -> None:
-    now = _Now()
-    plan = SendPlan(now)
+def _line_up(plan: SendPlan, clock: Clock, sent: list[tuple[float, str]], name: str,
+             keys: list[tuple[str, float]], *, front: bool = False) -> Deferred[None] | None:  # fmt: skip
+    waiting = plan.wait(keys, front=front)
+    if waiting is None:
+        sent.append((clock.seconds(), name))
+    else:
+        waiting.addCallback(lambda _: sent.append((clock.seconds(), name)))
+    return waiting
+
+
+def _run(clock: Clock, seconds: float) -> None:
+    """Advance to each pending call in turn, for at most ``seconds`` (bounded)."""
+    end = clock.seconds() + seconds
+    for _ in range(10_000):
+        calls = [c.getTime() for c in clock.getDelayedCalls()]
+        if not calls or min(calls) > end:
+            break
+        clock.advance(max(0.0, min(calls) - clock.seconds()))
+    clock.advance(max(0.0, end - clock.seconds()))
+
+
+def test_a_plan_lets_one_hosts_requests_go_a_host_gap_apart() -> None:
+    clock, plan, sent = _plan()
     x = [("host x", 1.0), ("ip a", 0.1)]
-    assert _waits(plan, [x] * 5) == [0.0, 1.0, 2.0, 3.0, 4.0]
-    now.t += 2.5
-    assert _waits(plan, [x]) == [2.5]  # after the last booking, 5.0 from the start
+    for n in range(5):
+        _line_up(plan, clock, sent, f"x{n}", x)
+    _run(clock, 5)
+    assert [(round(t, 3), name) for t, name in sent] == [
+        (0.0, "x0"), (1.0, "x1"), (2.0, "x2"), (3.0, "x3"), (4.0, "x4")]
+    assert len(plan) == 0
 
 
-def test_another_host_of_the_server_fits_between_a_busy_hosts_bookings() -> None:
-    """SendSpacing queued it behind the whole queue of the busy host (a probe: 19 s)."""
-    now = _Now()
-    plan = SendPlan(now)
-    _waits(plan, [[("host x", 1.0), ("ip a", 0.1)]] * 10)
-    assert _waits(plan, [[("host y", 1.0), ("ip a", 0.1)]] * 3) == [0.1, 1.1, 2.1]
-    # a third host fits between y's and x's bookings as well
-    assert _waits(plan, [[("host z", 1.0), ("ip a", 0.1)]]) == [0.2]
-    assert _waits(plan, [[("host w", 1.0), ("ip b", 0.1)]]) == [0.0]  # another server
+def test_another_host_of_the_server_goes_between_a_busy_hosts_requests() -> None:
+    """Booked behind the busy host's whole queue under their shared IP, it waited for
+    all of it (a probe: 19 s)."""
+    clock, plan, sent = _plan()
+    for n in range(10):
+        _line_up(plan, clock, sent, f"x{n}", [("host x", 1.0), ("ip a", 0.1)])
+    clock.advance(0.05)
+    _line_up(plan, clock, sent, "y0", [("host y", 1.0), ("ip a", 0.1)])
+    _line_up(plan, clock, sent, "w0", [("host w", 1.0), ("ip b", 0.1)])  # another server
+    _run(clock, 2)
+    times = {name: round(t, 3) for t, name in sent}
+    assert times["w0"] == 0.05 and times["y0"] == 0.1 and times["x1"] == 1.0
 
 
-def test_a_released_booking_is_free_for_the_next_request() -> None:
-    now = _Now()
-    plan = SendPlan(now)
+def test_a_request_the_heaps_timed_goes_ahead_of_the_hosts_queue() -> None:
+    """A page behind 40 files of its host waited 39 s, its server held by the heaps
+    meanwhile (a probe, 2026-11-29). It waits only for the host's last start's gap."""
+    clock, plan, sent = _plan()
+    x = [("host x", 1.0), ("ip a", 0.1)]
+    for n in range(10):
+        _line_up(plan, clock, sent, f"file{n}", x)
+    clock.advance(0.3)
+    _line_up(plan, clock, sent, "page", x, front=True)
+    _run(clock, 3)
+    assert [name for _, name in sent][:3] == ["file0", "page", "file1"]
+    assert round(sent[1][0], 3) == 1.0 and round(sent[2][0], 3) == 2.0
+    _run(clock, 20)
+    assert len(plan) == 0 and len(sent) == 11
+    assert _line_up(plan, clock, sent, "late page", x, front=True) is None  # due: goes at once
+
+
+def test_a_cancelled_wait_leaves_the_line() -> None:
+    clock, plan, sent = _plan()
     x = [("host x", 1.0)]
-    plan.book(x)
-    _, second = plan.book(x)
-    plan.book(x)
-    plan.release(second)  # cancelled while it waited
-    assert _waits(plan, [x]) == [1.0]
-    plan.release(second)  # twice: nothing more to give back
-    assert len(plan) == 3
+    _line_up(plan, clock, sent, "a", x)
+    b = _line_up(plan, clock, sent, "b", x)
+    _line_up(plan, clock, sent, "c", x)
+    assert b is not None
+    b.addErrback(lambda failure: None)
+    b.cancel()  # the crawl stops, or the download is cancelled, while it waits
+    _run(clock, 2)
+    assert [(round(t, 3), name) for t, name in sent] == [(0.0, "a"), (1.0, "c")]
+    assert len(plan) == 0
 
 
-def test_a_plan_forgets_bookings_older_than_its_longest_gap() -> None:
-    now = _Now()
-    plan = SendPlan(now)
-    for n in range(PRUNE_EVERY):
-        plan.book([(f"host h{n}", 1.0), ("ip a", 0.001)])
-        now.t += 0.01
-    assert len(plan) < 2 * PRUNE_EVERY
-    now.t += 2.0
-    plan.book([("host late", 1.0)] * 1)
-    for _ in range(PRUNE_EVERY):
-        plan.book([("host late", 0.0)])  # no key with a gap: not booked, still counted
-    assert len(plan) == 1
+def test_a_plan_forgets_keys_quiet_for_longer_than_its_longest_gap() -> None:
+    clock, plan, sent = _plan()
+    for n in range(PRUNE_EVERY + 1):
+        _line_up(plan, clock, sent, f"h{n}", [(f"host h{n}", 1.0)])
+        clock.advance(0.01)
+    assert len(plan._last) < PRUNE_EVERY
+    assert len(sent) == PRUNE_EVERY + 1  # none waited: each host's first
 
 
 def _pool(clock: Clock, connections: list[Any]) -> Any:
