@@ -6,8 +6,8 @@ does a kill cost? Stock Scrapy and scrapy-irl, the same kill schedule.
     python benchmarks/kill_resume.py --kills 14 --only irl
 
 For each crawler: one simweb server process, then ``--kills`` crawls with the same
-``JOBDIR``, each killed with SIGKILL after a random 3-14 s (seeded, so both crawlers get
-the same schedule), then one last crawl that runs ``--last`` seconds and closes normally.
+``JOBDIR``, each killed with SIGKILL after a random 3-14 s (``--run-seconds``; seeded, so
+both crawlers get the same schedule), then one last crawl that runs ``--last`` seconds and closes normally.
 Printed per crawler: restarts that resumed (or were refused: exited with an error before
 the kill), distinct pages at the end, and every page fetched again after a kill,
 classified by how long before the kill its earlier fetch ended:
@@ -16,6 +16,12 @@ classified by how long before the kill its earlier fetch ended:
 * start URLs: ``dont_filter`` seeds, which Scrapy's ``start()`` yields again at each start;
 * retries: the earlier fetch failed (a retried status or a timeout) and its retry was due;
 * older: pages the restart should have known were done (0 is the goal).
+
+Also counted: pages fetched twice within one crawl (goal 0), leaving out retries of failed
+fetches (those the server saw fail, and those the crawler retried: ``--retried-log``) and
+start URLs. A resume that queued a URL twice shows here when both copies are
+fetched before the next kill (a soak of 2026-11-29 found 69: URLs parked after BEAST's
+last save were in BEAST and in the parked store).
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work:
     settings = {**settings, "JOBDIR": str(job), "IRL_HOSTS_DIR": str(work / name / "hosts"),
                 "CONCURRENT_REQUESTS": args.concurrency, "CLOSESPIDER_TIMEOUT": 3600}  # fmt: skip
     kills: list[float] = []
+    starts: list[float] = []
+    retried_log = work / name / "retried.txt"  # URLs RetryMiddleware scheduled again
     resumed = refused = 0
     with simweb_server(work / name, size=args.size, duration=3600) as (cfg, log):
         seeds = {(urlsplit(u).hostname, urlsplit(u).path or "/")
@@ -73,12 +81,14 @@ def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work:
             run_settings = {**settings, "CLOSESPIDER_TIMEOUT": args.last} if last else settings
             err = work / name / f"stderr{round_}.log"
             with open(err, "w") as handle:
-                proc = subprocess.Popen(spider_command(cfg, run_settings), cwd=ROOT,
-                                        stdout=subprocess.DEVNULL, stderr=handle)  # fmt: skip
+                starts.append(time.time())
+                command = spider_command(cfg, run_settings) + ["--retried-log", str(retried_log)]
+                proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                        stderr=handle)  # fmt: skip
                 if last:
                     proc.wait(args.last + 120)
                 else:
-                    deadline = time.monotonic() + rng.uniform(3, 14)
+                    deadline = time.monotonic() + rng.uniform(*args.run_seconds)
                     while time.monotonic() < deadline and proc.poll() is None:
                         time.sleep(0.05)
                     if proc.poll() is None:
@@ -92,22 +102,34 @@ def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work:
                 refused += 1
         time.sleep(1.0)  # the server flushes its log every few hundred ms
         _, records = read_log(log)
+    # start URLs and URLs the crawler retried: their second fetch is no copy
+    expected_again = seeds | {(urlsplit(u).hostname, _target(u)) for u in _lines(retried_log)}
     records.sort(key=lambda r: r.start)
     fetches: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for record in records:
-        if not record.target.startswith("/robots.txt"):
+        if not record.target.startswith(("/robots.txt", "/robots-moved.txt")):  # not pages
             fetches[(record.host, record.target)].append(record)
-    window = start_urls = retries = older = 0
+    window = start_urls = retries = older = twice_in_a_run = 0
     for (host, target), seen in fetches.items():
         for before, after in pairwise(seen):
             crossed = [k for k in kills if before.start < k < after.start]
             if not crossed:
-                continue  # a retry or redirect within one run, not a cost of the kill
+                if (host, target) not in expected_again and not _failed(before):
+                    # neither a retry nor a start URL (a timeout the server did not see,
+                    # the crawler under load, is a retry the crawler logged)
+                    twice_in_a_run += 1
+                    if args.show:
+                        began = max((t for t in starts if t <= before.start), default=0.0)
+                        print(f"{name}: {host}{target} fetched twice in one crawl, "
+                              f"{before.start - began:.1f} s and {after.start - began:.1f} s "
+                              f"after its start (status {before.status}, {after.status})",
+                              file=sys.stderr)  # fmt: skip
+                continue
             if crossed[0] - (before.start + before.duration) <= args.window:  # ended late
                 window += 1
             elif (host, target) in seeds:
                 start_urls += 1
-            elif before.status in RETRIED or before.duration >= TIMEOUT:
+            elif _failed(before):
                 retries += 1  # RetryMiddleware's retry of a failed fetch, pending at the kill
             else:
                 older += 1
@@ -117,7 +139,23 @@ def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work:
                           file=sys.stderr)  # fmt: skip
     return {"kills": len(kills), "resumed": resumed, "refused": refused, "requests": len(records),
             "pages": len(fetches), "refetched_window": window, "refetched_start_urls": start_urls,
-            "refetched_retries": retries, "refetched_older": older}  # fmt: skip
+            "refetched_retries": retries, "refetched_older": older,
+            "fetched_twice_in_a_run": twice_in_a_run}  # fmt: skip
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(errors="replace").split() if path.exists() else []
+
+
+def _target(url: str) -> str:
+    """A URL's request target as the server logs it: path and query."""
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def _failed(record: Any) -> bool:
+    """A fetch RetryMiddleware retries: a retried status, or a timeout."""
+    return record.status in RETRIED or record.duration >= TIMEOUT
 
 
 def main() -> None:
@@ -129,10 +167,14 @@ def main() -> None:
     p.add_argument("--last", type=int, default=20, help="seconds of the last, unkilled crawl")
     p.add_argument("--size", choices=sorted(SIZES), default="small")
     p.add_argument("--seed", type=int, default=1, help="kill schedule")
+    p.add_argument("--run-seconds", type=float, nargs=2, default=(3.0, 14.0), metavar=("MIN", "MAX"),
+                   help="each killed crawl runs a random time between these (default 3 14); "
+                        "longer runs let the frontier park URLs before a kill")  # fmt: skip
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--only", nargs="*", choices=("stock", "irl"), help="runs to do")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--show", action="store_true", help="list the older re-fetches")
+    p.add_argument("--show", action="store_true",
+                   help="list the older re-fetches and the pages fetched twice in one crawl")
     p.add_argument("--window", type=float, default=WINDOW,
                    help="seconds before a kill counted as in flight or write-out window")  # fmt: skip
     args = p.parse_args()
@@ -155,7 +197,8 @@ def main() -> None:
             (f"re-fetched: in flight or done <= {args.window} s before", "refetched_window"),
             ("re-fetched: start URLs", "refetched_start_urls"),
             ("re-fetched: retries of failed fetches", "refetched_retries"),
-            ("re-fetched: older (goal 0)", "refetched_older")]  # fmt: skip
+            ("re-fetched: older (goal 0)", "refetched_older"),
+            ("fetched twice in one crawl (goal 0)", "fetched_twice_in_a_run")]  # fmt: skip
     names = list(results)
     print(f"{'':<48}" + "".join(f"{n:>12}" for n in names))
     for label, key in rows:

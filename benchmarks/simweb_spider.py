@@ -64,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--settings", default="{}", help="Scrapy settings as JSON")
     p.add_argument(
+        "--retried-log",
+        help="append the URL of every retry RetryMiddleware schedules to this file "
+        "(benchmarks/kill_resume.py tells retries from URLs queued twice with it)",
+    )
+    p.add_argument(
         "--seeds",
         type=int,
         default=10,
@@ -80,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     settings["IRL_SIMWEB_CONFIG"] = str(Path(args.config).resolve())
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(SimwebSpider)
+    if args.retried_log:
+        log_retries(crawler, Path(args.retried_log))
     process.crawl(crawler, start=web_for(config).seed_urls(args.seeds))
     process.start()
     stats = {
@@ -94,6 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     # A crawl that could not start (a store refused: "Refusing to start the crawl") exits
     # non-zero, as ``scrapy crawl`` does; it exited 0 until 2026-11-28.
     return 1 if process.bootstrap_failed else 0
+
+
+def log_retries(crawler, path: Path) -> None:
+    """Append each scheduled retry's URL to ``path``, a line at a time (kept by a kill)."""
+    from scrapy import signals
+
+    handle = open(path, "a", buffering=1)  # noqa: SIM115 - open for the process's life
+
+    def scheduled(request, spider) -> None:
+        if request.meta.get("retry_times"):
+            handle.write(request.url + "\n")
+
+    crawler.signals.connect(scheduled, signal=signals.request_scheduled, weak=False)
 
 
 def peak_rss_bytes() -> int | None:

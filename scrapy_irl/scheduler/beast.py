@@ -435,6 +435,16 @@ class Beast:
         #: scheduler sets it), and the value the last run's STATE saved (None: not saved)
         self.parked_floor: Callable[[], int] | None = None
         self.saved_parked_floor: int | None = None
+        #: the parked store's [epoch, seq] of the last fresh park this BEAST forgot, saved
+        #: with each STATE (the scheduler sets it), and the value of the last STATE saved
+        #: or read (None: none, or written before 2026-11-29)
+        self.parked_mark: Callable[[], list[int]] | None = None
+        self.saved_parked_mark: list[int] | None = None
+        #: called at the start and the end of every save (the scheduler's: let BEAST
+        #: forget what the parked store holds durably, then delete from the store what
+        #: this save made durable elsewhere), whoever asked for the save
+        self.before_save: Callable[[], None] | None = None
+        self.after_save: Callable[[], None] | None = None
         state = self._read_state()
         if state is None:
             self._refuse_orphan_queues()
@@ -550,6 +560,11 @@ class Beast:
         if floor is not None and not isinstance(floor, int):
             raise TypeError(f"parked_floor {floor!r} is not an integer")
         self.saved_parked_floor = floor
+        mark = state.get("parked_mark")  # absent before 2026-11-29
+        if mark is not None and not (isinstance(mark, list) and len(mark) == 2
+                                     and all(isinstance(n, int) and n >= 0 for n in mark)):  # fmt: skip
+            raise TypeError(f"parked_mark {mark!r} is not a pair of counts")
+        self.saved_parked_mark = mark
         applied = state.get("applied", {})  # absent in STATEs of earlier versions
         if not isinstance(applied, dict):
             raise TypeError(f"applied {applied!r} is not a mapping")
@@ -581,6 +596,8 @@ class Beast:
         before a commit that still named it let a kill between the two leave a STATE
         pointing into a missing queue).
         """
+        if self.before_save is not None:
+            self.before_save()
         retired = [q for q in self._draining if not q.outstanding and q.exhausted]
         for queue in retired:
             self._draining.remove(queue)
@@ -623,6 +640,8 @@ class Beast:
         }
         if self.parked_floor is not None:
             body["parked_floor"] = int(self.parked_floor())
+        if self.parked_mark is not None:
+            body["parked_mark"] = [int(n) for n in self.parked_mark()]
         text = json.dumps(
             {
                 "body": body,
@@ -638,8 +657,12 @@ class Beast:
         os.replace(tmp, self._state_path())
         if self.fsync:
             fsync_directory(self.directory)
+        if "parked_mark" in body:
+            self.saved_parked_mark = body["parked_mark"]
         for queue in retired:
             queue.delete()
+        if self.after_save is not None:
+            self.after_save()
 
     sync = save
 

@@ -30,6 +30,17 @@ A record handed back by :meth:`ParkedStore.take` stays on disk until the schedul
 moved into a BEAST retry queue is durable there before it is deleted here): a kill while
 it is in RAM loses nothing. Records taken and not released yet are *out*: a host's out
 records are the first ones of its range, skipped by seeking past the last one taken.
+
+A record parked fresh from BEAST stays owed there until BEAST's next save (the scheduler
+lets BEAST forget it only after :meth:`sync`), but the store's write survives a kill -9 at
+once: a kill in between left the URL in both places, and the restart fetched it twice (a
+soak of 2026-11-29: 69 pages fetched again 14-184 s after a first fetch soon after a
+resume). So each fresh park also writes a marker, ``b"n" <u32 epoch><u64 seq> -> record
+key``, in the same batch; :meth:`sync` notes the last sequence BEAST may forget
+(:attr:`flushed_mark`, which BEAST saves in its STATE); markers up to the mark BEAST
+saved are deleted after that save (:meth:`forget_marks`), and an open deletes the records
+of markers past it (:meth:`drop_unsaved_parks`): BEAST, which still owes them, reads them
+again.
 """
 
 from __future__ import annotations
@@ -49,6 +60,7 @@ from scrapy_irl.exceptions import FrontierCorruptionError, StoreAccessError
 FORMAT = 1
 _RECORD = b"q"
 _COUNT = b"c"
+_MARK = b"n"  # a fresh park not yet forgotten by a saved BEAST STATE -> the record's key
 _FORMAT_KEY = b"m:format"
 _EPOCH_KEY = b"m:epoch"
 _OPEN_KEY = b"m:open"
@@ -135,6 +147,11 @@ class ParkedStore:
         self.parked_total = 0
         self.taken_total = 0
         self.reparked_total = 0
+        #: fresh parks whose marker is still stored: record key -> marker key
+        self._marks: dict[bytes, bytes] = {}
+        #: (epoch, seq) of the last fresh park BEAST may forget (see :meth:`sync`)
+        self._flushed = (self._epoch, 0)
+        self.unsaved_dropped = 0
 
     # -- open --------------------------------------------------------------------------------
     def _start_epoch(self) -> int:
@@ -239,19 +256,29 @@ class ParkedStore:
         self._seq += 1
         key = host_prefix(ip, host) + _SUFFIX.pack(self._epoch, self._seq)
         changed: dict[str, int] = {}
+        mark = None
         with self._writing():
             batch = self._db.write_batch()
             batch.put(key, record)
             if replaces is None:
                 self._add(batch, changed, ip, 1)
+                mark = _MARK + _SUFFIX.pack(self._epoch, self._seq)
+                batch.put(mark, key)  # BEAST still owes it (see the module docstring)
             else:
                 old_ip, _ = split_key(replaces)
                 batch.delete(replaces)
                 if old_ip != ip:  # its host moved to another address meanwhile
                     self._add(batch, changed, old_ip, -1)
                     self._add(batch, changed, ip, 1)
+                mark = self._marks.get(replaces)
+                if mark is not None:  # still owed to BEAST: the marker follows the record
+                    batch.put(mark, key)
             batch.write()
         self._apply_counts(changed)
+        if mark is not None:
+            if replaces is not None:
+                del self._marks[replaces]
+            self._marks[key] = mark
         if replaces is not None:
             self._settle(replaces)
             self.reparked_total += 1
@@ -316,11 +343,62 @@ class ParkedStore:
         self._out_total -= 1
 
     def sync(self) -> None:
-        """Make every write so far durable (LevelDB's log synced) when fsync is on; the
-        scheduler calls it before BEAST's save that forgets the records parked here."""
+        """Make every write so far durable (LevelDB's log synced) when fsync is on, and
+        move :attr:`flushed_mark` past every fresh park so far: the scheduler calls it
+        right before BEAST forgets those records, and BEAST saves the mark with that."""
         if self.fsync:
             with self._writing():
                 self._db.put(_EPOCH_KEY, _U32.pack(self._epoch), sync=True)
+        self._flushed = (self._epoch, self._seq)
+
+    @property
+    def flushed_mark(self) -> list[int]:
+        """[epoch, seq] of the last fresh park BEAST may forget (saved in its STATE)."""
+        return list(self._flushed)
+
+    def forget_marks(self, saved: list[int] | None) -> int:
+        """Delete the markers of fresh parks up to ``saved``, the mark of BEAST's last
+        saved STATE (call after that save): BEAST forgot those records durably. Returns
+        how many."""
+        if saved is None or not self._marks:
+            return 0
+        limit = _mark_key(saved)
+        gone = [(key, mark) for key, mark in self._marks.items() if mark <= limit]
+        if not gone:
+            return 0
+        with self._writing():
+            batch = self._db.write_batch()
+            for _key, mark in gone:
+                batch.delete(mark)
+            batch.write()
+        for key, _mark in gone:
+            del self._marks[key]
+        return len(gone)
+
+    def drop_unsaved_parks(self, saved: list[int] | None) -> int:
+        """At open, before anything is taken: delete the records parked fresh after the
+        mark of BEAST's last saved STATE (``saved``; None: BEAST saved none, or before
+        marks existed), which BEAST still owes and reads again, and every marker. Returns
+        how many records were deleted."""
+        limit = None if saved is None else _mark_key(saved)
+        changed: dict[str, int] = {}
+        dropped = 0
+        try:
+            with self._writing():
+                batch = self._db.write_batch(sync=self.fsync)
+                for mark, key in self._db.iterator(prefix=_MARK, verify_checksums=True):
+                    if (limit is None or mark > limit) and self._db.get(key) is not None:
+                        batch.delete(key)
+                        self._add(batch, changed, split_key(key)[0], -1)
+                        dropped += 1
+                    batch.delete(mark)
+                batch.write()
+        except plyvel.CorruptionError as exc:
+            raise _damaged(self.path, exc) from exc
+        self._apply_counts(changed)
+        self._total -= dropped
+        self.unsaved_dropped = dropped
+        return dropped
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -427,7 +505,8 @@ class ParkedStore:
         return {"stored": self._total, "out": self._out_total, "ips": len(self._by_ip),
                 "parked_total": self.parked_total, "taken_total": self.taken_total,
                 "reparked_total": self.reparked_total,
-                "counts_repaired": self.counts_repaired}  # fmt: skip
+                "counts_repaired": self.counts_repaired,
+                "unsaved_dropped": self.unsaved_dropped}  # fmt: skip
 
     def close(self, *, apply_releases: bool = True) -> None:
         """Apply the pending releases (unless the caller's save failed: a released record
@@ -442,6 +521,11 @@ class ParkedStore:
                     self._db.delete(_OPEN_KEY, sync=self.fsync)  # the counts are exact
         finally:
             self._db.close()
+
+
+def _mark_key(mark: list[int]) -> bytes:
+    epoch, seq = mark
+    return _MARK + _SUFFIX.pack(int(epoch), int(seq))
 
 
 def _write_count(batch: Any, ip: str, count: int) -> None:

@@ -421,13 +421,25 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         # closed after BEAST (closers run newest first): BEAST saves the records taken
         # back from it before the store deletes them
         self.parked = ParkedStore(self.path / "parked", fsync=fsync)
-        self._closers.append(
-            ("parked store", lambda: self.parked.close(apply_releases=self._beast_saved))
-        )
+        self._closers.append(("parked store", self._close_parked))
         self.star, self.beast = build_star_and_beast(self.path, settings, fsync=fsync)
         self._closers += [("BEAST", self._close_beast), ("STAR", lambda: self.star.close())]
-        self.parked.check_floor(self.beast.saved_parked_floor)
+        self.parked.check_floor(self.beast.saved_parked_floor)  # what its save counted, first
+        # parked after BEAST's last save, before a kill: BEAST still owes them, and reads
+        # them again (kept here too, they were fetched twice)
+        dropped = self.parked.drop_unsaved_parks(self.beast.saved_parked_mark)
+        if dropped:
+            logger.info("%(n)d URLs were parked after the frontier's last save before the "
+                        "last run stopped: BEAST queues them again, the parked copies are "
+                        "removed", {"n": dropped}, extra={"spider": spider})  # fmt: skip
         self.beast.parked_floor = self.parked.floor
+        self.beast.parked_mark = lambda: self.parked.flushed_mark
+        # Every save, whoever asks (the tick, STAR's write-out, the close), first forgets
+        # what the store holds durably, and then lets the store delete what it made
+        # durable in BEAST; a save between ticks (STAR's) left a record moved from the
+        # store to a BEAST retry queue in both until the next tick.
+        self.beast.before_save = self._flush_parking
+        self.beast.after_save = self._after_beast_save
         self.urlseen = build_urlseen(
             self.path, settings, self.star, self._on_urlseen_results, fsync=fsync
         )
@@ -653,6 +665,19 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
     def _close_beast(self) -> None:
         self.beast.close()
         self._beast_saved = True
+
+    def _after_beast_save(self) -> None:
+        self.parked.apply_releases()  # a retry queue BEAST saved may hold them now
+        self.parked.forget_marks(self.beast.saved_parked_mark)  # BEAST forgot them
+
+    def _close_parked(self) -> None:
+        """Close the parked store after BEAST: releases applied and markers forgotten only
+        if BEAST's close saved (a record released may be in a BEAST retry queue)."""
+        try:
+            if self._beast_saved:
+                self.parked.forget_marks(self.beast.saved_parked_mark)
+        finally:
+            self.parked.close(apply_releases=self._beast_saved)
 
     def _removed_at_exit(self) -> bool:
         """The process exits without closing the engine (``scrapy shell`` runs it in a
@@ -1053,9 +1078,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             self.urlseen.write_out()
             self._schedule_delivery()  # a write-out can merge a full bucket
             self.star.write_out()
-            self._flush_parking()
-            self.beast.sync()
-            self.parked.apply_releases()  # after the save: a retry queue may hold them now
+            self.beast.sync()  # with the parked store's side (_flush_parking, _after_beast_save)
             self._expire_handouts(now)
             self._expire_hops(now)
             self._route_held(now)

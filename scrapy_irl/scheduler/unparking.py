@@ -11,8 +11,10 @@ with room but not served because RAM was full are served first by the next loads
 BEAST (:meth:`Unparking._drain_ready`), so parked hosts are not starved by fresh URLs.
 
 Crash safety: a record parked here stays owed to BEAST until the store's writes are
-durable (:meth:`Unparking._flush_parking`, before BEAST's save); a record taken back stays
-on disk here until released and BEAST has saved (its retry queues may hold it now).
+durable (:meth:`Unparking._flush_parking`, at the start of every BEAST save); a record
+taken back stays on disk here until released and a BEAST save is over (its retry queues
+may hold it now). A kill between a park and BEAST's next save leaves the record in both
+places: the next open removes the store's copy (see :mod:`.parking`).
 """
 
 from __future__ import annotations

@@ -316,3 +316,63 @@ def test_the_floor_leaves_out_the_records_released_and_not_yet_deleted(tmp_path:
         store.check_floor(3)
     store.check_floor(None)  # a STATE written before the floor was saved
     store.close()
+
+
+def test_a_kill_before_beasts_save_drops_only_the_parks_beast_still_owes(tmp_path: Path) -> None:
+    # BEAST forgets a fresh park at its next save, with the mark sync() moved: the parks
+    # after that mark are still owed to BEAST (read again by it), so the next open
+    # deletes them here; the ones before it are kept. A re-park is not a fresh park.
+    store = ParkedStore(tmp_path / "p")
+    store.park("ip1", "a.test", b"kept")
+    store.park("ip1", "a.test", b"kept, parked again")
+    store.sync()
+    saved = store.flushed_mark  # what BEAST's save wrote
+    (key, _host, record), = store.take("ip1", lambda host: 2, limit=2)[1:]
+    store.park("ip2", "a.test", record, replaces=key)  # its host moved: parked again
+    store.park("ip1", "b.test", b"owed")
+    (key, _host, record), = store.take("ip1", lambda host: int(host == "b.test"), limit=5)
+    assert record == b"owed"
+    store.park("ip2", "b.test", record, replaces=key)  # still owed to BEAST, moved
+    _unclean_stop(store)
+    again = ParkedStore(tmp_path / "p")
+    assert again.drop_unsaved_parks(saved) == 1
+    assert sorted(r for *_, r in again.scan()) == [b"kept", b"kept, parked again"]
+    assert len(again) == 2 and again.ips() == 2 and again.stats()["unsaved_dropped"] == 1
+    again.close()
+    third = ParkedStore(tmp_path / "p")  # the counts on disk agree; no marker is left
+    assert len(third) == 2 and third.drop_unsaved_parks(None) == 0
+    third.close()
+
+
+def test_markers_forgotten_after_a_save_keep_their_records_at_the_next_open(tmp_path: Path) -> None:
+    store = ParkedStore(tmp_path / "p")
+    for n in range(3):
+        store.park("ip", "a.test", b"r%d" % n)
+    store.sync()
+    assert store.forget_marks(None) == 0  # no save yet: nothing is forgotten
+    assert store.forget_marks(store.flushed_mark) == 3
+    store.park("ip", "a.test", b"after")
+    assert store.forget_marks(store.flushed_mark) == 0  # not flushed yet
+    _unclean_stop(store)
+    # A STATE saved before any mark (None): every record still marked is owed to BEAST.
+    again = ParkedStore(tmp_path / "p")
+    assert again.drop_unsaved_parks(None) == 1
+    assert sorted(r for *_, r in again.scan()) == [b"r0", b"r1", b"r2"]
+    again.close()
+
+
+def test_a_mark_of_an_earlier_run_drops_every_park_of_a_later_one(tmp_path: Path) -> None:
+    # The mark is (run epoch, sequence): a run killed before its first save leaves the
+    # last run's mark in STATE, below every sequence of its own.
+    store = ParkedStore(tmp_path / "p")
+    store.park("ip", "a.test", b"first run")
+    store.sync()
+    saved = store.flushed_mark
+    store.close()
+    later = ParkedStore(tmp_path / "p")
+    later.park("ip", "a.test", b"second run")
+    _unclean_stop(later)
+    again = ParkedStore(tmp_path / "p")
+    assert again.drop_unsaved_parks(saved) == 1
+    assert [r for *_, r in again.scan()] == [b"first run"]
+    again.close()
