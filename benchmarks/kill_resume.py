@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline_stock import BROAD_CRAWL
+from benchmarks.crawl import _setting
 from scrapy_irl.simweb.config import SIZES
 from scrapy_irl.simweb.log import read_log
 from scrapy_irl.simweb.model import web_for
@@ -172,13 +173,17 @@ def main() -> None:
                         "longer runs let the frontier park URLs before a kill")  # fmt: skip
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--only", nargs="*", choices=("stock", "irl"), help="runs to do")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a setting for the irl crawls (VALUE parsed as JSON if it can be), "
+                        "repeatable: e.g. IRL_HOST_DELAY=2 parks more URLs")  # fmt: skip
     p.add_argument("--json", action="store_true")
     p.add_argument("--show", action="store_true",
                    help="list the older re-fetches and the pages fetched twice in one crawl")
     p.add_argument("--window", type=float, default=WINDOW,
                    help="seconds before a kill counted as in flight or write-out window")  # fmt: skip
     args = p.parse_args()
-    plan = {"stock": {**BROAD_CRAWL, "DOWNLOAD_TIMEOUT": TIMEOUT}, "irl": IRL}
+    extra = dict(_setting(item, p) for item in args.set)
+    plan = {"stock": {**BROAD_CRAWL, "DOWNLOAD_TIMEOUT": TIMEOUT}, "irl": {**IRL, **extra}}
     work = Path(tempfile.mkdtemp(prefix="kill-resume-"))
     results = {}
     try:
