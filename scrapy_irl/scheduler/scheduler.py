@@ -213,6 +213,9 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             )
         self._parked_ready: deque[str] = deque()  # IPs with room the last sweep found
         self._parked_tokens: list[Any] = []  # BEAST tokens of records parked since the save
+        #: requests over for the heaps whose records wait until the engine is done with
+        #: them too (their callbacks ran): see _release_after_engine
+        self._in_engine: list[tuple[Request, Any]] = []
         # BEAST's close saved: records released from the parked store may be deleted
         # (one moved to a BEAST retry queue is durable there only then)
         self._beast_saved = False
@@ -625,6 +628,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             if self._delivery_call is not None and self._delivery_call.active():
                 self._delivery_call.cancel()  # owed results stay on disk for the next run
             self._finish_delivery_at_close()
+            # the engine closes the scheduler once its requests are over (callbacks
+            # included); URLseen's close writes their links out before BEAST's save
+            for item in self._done_in_engine():
+                self._release(item)
             if self._hop_regrant is not None and self._hop_regrant[1].active():
                 self._hop_regrant[1].cancel()
             self._grant_hops()  # closed: the hops still waiting go (the fetch is dropped)
@@ -747,6 +754,39 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             if self._live:  # this hand-out uses the record's live request (_request_of)
                 self._live.pop(item.record, None)
 
+    def _release_after_engine(self, request: Request, item: Any) -> None:
+        """``item`` was handed out as ``request``: BEAST (or the parked store) forgets it
+        once the engine is done with the request, callbacks and errbacks included, and
+        URLseen has written out the links they yielded (the next tick).
+
+        Released when the download ended, a kill while the callback ran (an ``async``
+        callback awaiting an API, a busy scraper) lost the page's links for good: the
+        page was finished, its links never enqueued (a probe on 2026-11-29: a page's
+        whole subtree missing from a crawl that finished after 56 kills). An engine whose
+        set of requests cannot be read (not Scrapy's) gets the old rule: released now."""
+        if not isinstance(item, Held):
+            return
+        if self._engine_in_progress() is None:
+            self._release(item)
+            return
+        self._in_engine.append((request, item))
+
+    def _done_in_engine(self) -> list[Any]:
+        """Items of :meth:`_release_after_engine` whose requests the engine is done with
+        (all of them once the engine's set of requests cannot be read: it closed)."""
+        if not self._in_engine:
+            return []
+        in_progress = self._engine_in_progress()
+        done: list[Any] = []
+        waiting: list[tuple[Request, Any]] = []
+        for request, item in self._in_engine:
+            if in_progress is not None and request in in_progress:
+                waiting.append((request, item))
+            else:
+                done.append(item)
+        self._in_engine = waiting
+        return done
+
     def _release(self, item: Any) -> None:
         """``item`` left RAM for good: BEAST (or the parked store) may forget it."""
         if isinstance(item, ParkedHeld):
@@ -826,8 +866,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         if self._direct:
             request = self._direct.popleft()
             held = self._direct_held.pop(id(request), None)
-            if held is not None:
-                self._release(held)
+            if held is not None:  # refused: its errback may yet yield requests
+                self._release_after_engine(request, held)
             return request
         for _ in range(10_000):  # bounded: each turn consumes one queued item or held host
             got = self.polite.pop(now)
@@ -1075,7 +1115,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
     def _on_tick(self) -> None:
         now = self.clock()
         try:
+            done_with = self._done_in_engine()  # their links are in URLseen's buffers now
             self.urlseen.write_out()
+            for item in done_with:  # BEAST forgets them in this tick's save, not before
+                self._release(item)
             self._schedule_delivery()  # a write-out can merge a full bucket
             self.star.write_out()
             self.beast.sync()  # with the parked store's side (_flush_parking, _after_beast_save)

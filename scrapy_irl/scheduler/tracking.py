@@ -179,7 +179,7 @@ class HandoutTracking:
         replay from HTTPCACHE is not paced at tau_h (one page per 10 s by default)."""
         self._refresh_budget(entry.host)
         self._host_finished(entry.host, self.clock(), unsent=unsent)
-        self._release(entry.item)
+        self._release_after_engine(entry.request, entry.item)  # once its callback ran
         self._wake_engine()
 
     def _host_finished(self, host: Host, now: float, *, count_for_host: bool = True,
@@ -251,8 +251,12 @@ class HandoutTracking:
             self._finish(entry, unsent=unsent)
 
     def _engine_in_progress(self) -> Any:
-        """The engine's set of requests being worked on (Scrapy's ``_Slot.inprogress``)."""
-        engine = getattr(self.crawler, "engine", None)
+        """The engine's set of requests being worked on (Scrapy's ``_Slot.inprogress``);
+        None if there is none to read."""
+        try:
+            engine = getattr(self.crawler, "engine", None)
+        except RuntimeError:  # Scrapy 2.19 raises before the crawl starts
+            return None
         slot = getattr(engine, "_slot", None)
         in_progress = getattr(slot, "inprogress", None)
         return in_progress if isinstance(in_progress, set) else None
