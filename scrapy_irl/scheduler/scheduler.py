@@ -636,7 +636,6 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
                 self._hop_regrant[1].cancel()
             self._grant_hops()  # closed: the hops still waiting go (the fetch is dropped)
             saved = self._requeue_ram()
-            self._flush_parking()  # BEAST forgets what the store holds now, before its save
             if saved and not self.temporary:
                 logger.info("Saved %(n)d requests held in RAM back to BEAST", {"n": saved},
                             extra={"spider": self.spider})  # fmt: skip
