@@ -15,6 +15,8 @@ reads, atomic write batches, and a log it recovers after a kill -9. Keys::
 
     b"q" <u16 len><ip> <u16 len><host> <u32 run epoch><u64 seq>  -> BEAST record
     b"c" <ip>                                                    -> u64 records of that IP
+    b"n" <u32 run epoch><u64 seq>        -> record key (a fresh park BEAST may still owe)
+    b"v" <u32 run epoch><u64 seq>        -> record key (moved into a BEAST retry queue)
     b"m:format", b"m:epoch"                                      -> u32
     b"m:open"                                                    -> present while open
 
@@ -41,6 +43,15 @@ key``, in the same batch; :meth:`sync` notes the last sequence BEAST may forget
 saved are deleted after that save (:meth:`forget_marks`), and an open deletes the records
 of markers past it (:meth:`drop_unsaved_parks`): BEAST, which still owes them, reads them
 again.
+
+A record taken back and moved into a BEAST retry queue (its host's DNS lookup or
+robots.txt fetch is retried) is in the other position: BEAST holds it once its next save
+is over, and the store deletes it only after that save (:meth:`apply_releases`). A kill
+between the two left it in both. So :meth:`sync`, right before each BEAST save, writes a
+marker ``b"v" <u32 epoch><u64 seq> -> record key`` for each record moved since the last
+one, and :attr:`flushed_mark` covers them: an open deletes the records of move markers up
+to the mark BEAST saved (BEAST holds them), keeps those past it (BEAST's save did not
+happen), and deletes every marker; :meth:`apply_releases` deletes a record with its marker.
 """
 
 from __future__ import annotations
@@ -61,6 +72,7 @@ FORMAT = 1
 _RECORD = b"q"
 _COUNT = b"c"
 _MARK = b"n"  # a fresh park not yet forgotten by a saved BEAST STATE -> the record's key
+_MOVED = b"v"  # a record moved into a BEAST retry queue, not deleted yet -> the record's key
 _FORMAT_KEY = b"m:format"
 _EPOCH_KEY = b"m:epoch"
 _OPEN_KEY = b"m:open"
@@ -152,6 +164,11 @@ class ParkedStore:
         #: (epoch, seq) of the last fresh park BEAST may forget (see :meth:`sync`)
         self._flushed = (self._epoch, 0)
         self.unsaved_dropped = 0
+        #: released records moved into a BEAST retry queue, marker not written yet
+        self._moving: list[bytes] = []
+        #: their markers once written (by :meth:`sync`): record key -> marker key
+        self._moves: dict[bytes, bytes] = {}
+        self.moved_dropped = 0
 
     # -- open --------------------------------------------------------------------------------
     def _start_epoch(self) -> int:
@@ -302,10 +319,13 @@ class ParkedStore:
                 self._by_ip.pop(ip, None)
                 self._ip_cursor.pop(ip, None)
 
-    def release(self, key: bytes) -> None:
-        """The out record ``key`` left RAM for good (fetched, dropped, moved to BEAST): it is
-        deleted at the next :meth:`apply_releases`, and stays out until then."""
+    def release(self, key: bytes, *, moved: bool = False) -> None:
+        """The out record ``key`` left RAM for good (fetched, dropped, ``moved`` into a
+        BEAST retry queue): it is deleted at the next :meth:`apply_releases`, and stays out
+        until then. A moved one gets a marker at the next :meth:`sync` (module docstring)."""
         self._releases.append(key)
+        if moved:
+            self._moving.append(key)
 
     def apply_releases(self) -> int:
         """Delete the released records (call after BEAST's save: see the module docstring)."""
@@ -318,11 +338,18 @@ class ParkedStore:
             for key in keys:
                 batch.delete(key)
                 self._add(batch, changed, split_key(key)[0], -1)
+                moved = self._moves.get(key)
+                if moved is not None:
+                    batch.delete(moved)
             batch.write()
         self._releases = []  # (kept for the next try if the write failed)
         self._apply_counts(changed)
         for key in keys:
             self._settle(key)
+            self._moves.pop(key, None)
+        if self._moving:  # released before any save marked them (not the scheduler's way)
+            gone = set(keys)
+            self._moving = [key for key in self._moving if key not in gone]
         self._total -= len(keys)
         return len(keys)
 
@@ -343,9 +370,22 @@ class ParkedStore:
         self._out_total -= 1
 
     def sync(self) -> None:
-        """Make every write so far durable (LevelDB's log synced) when fsync is on, and
-        move :attr:`flushed_mark` past every fresh park so far: the scheduler calls it
-        right before BEAST forgets those records, and BEAST saves the mark with that."""
+        """Write the markers of the records moved into BEAST since the last call, make
+        every write so far durable (LevelDB's log synced) when fsync is on, and move
+        :attr:`flushed_mark` past every fresh park and move so far: the scheduler calls it
+        right before each BEAST save (which forgets those parks and holds those moves),
+        and BEAST saves the mark with that."""
+        if self._moving:
+            marks: dict[bytes, bytes] = {}
+            with self._writing():
+                batch = self._db.write_batch()
+                for key in self._moving:
+                    self._seq += 1
+                    marks[key] = _MOVED + _SUFFIX.pack(self._epoch, self._seq)
+                    batch.put(marks[key], key)
+                batch.write()
+            self._moves.update(marks)
+            self._moving = []
         if self.fsync:
             with self._writing():
                 self._db.put(_EPOCH_KEY, _U32.pack(self._epoch), sync=True)
@@ -378,26 +418,39 @@ class ParkedStore:
     def drop_unsaved_parks(self, saved: list[int] | None) -> int:
         """At open, before anything is taken: delete the records parked fresh after the
         mark of BEAST's last saved STATE (``saved``; None: BEAST saved none, or before
-        marks existed), which BEAST still owes and reads again, and every marker. Returns
-        how many records were deleted."""
+        marks existed), which BEAST still owes and reads again; the records moved into a
+        BEAST retry queue up to that mark, which that save holds (:attr:`moved_dropped`);
+        and every marker. Returns how many records parked fresh were deleted."""
         limit = None if saved is None else _mark_key(saved)
         changed: dict[str, int] = {}
-        dropped = 0
+        deleted: set[bytes] = set()  # a record can have both markers
+        dropped = moved = 0
         try:
             with self._writing():
                 batch = self._db.write_batch(sync=self.fsync)
-                for mark, key in self._db.iterator(prefix=_MARK, verify_checksums=True):
-                    if (limit is None or mark > limit) and self._db.get(key) is not None:
+                for prefix in (_MARK, _MOVED):
+                    for mark, key in self._db.iterator(prefix=prefix, verify_checksums=True):
+                        batch.delete(mark)
+                        if prefix == _MARK:
+                            stale = limit is None or mark > limit  # BEAST still owes it
+                        else:
+                            stale = limit is not None and mark[1:] <= limit[1:]  # BEAST has it
+                        if not stale or key in deleted or self._db.get(key) is None:
+                            continue
                         batch.delete(key)
                         self._add(batch, changed, split_key(key)[0], -1)
-                        dropped += 1
-                    batch.delete(mark)
+                        deleted.add(key)
+                        if prefix == _MARK:
+                            dropped += 1
+                        else:
+                            moved += 1
                 batch.write()
         except plyvel.CorruptionError as exc:
             raise _damaged(self.path, exc) from exc
         self._apply_counts(changed)
-        self._total -= dropped
+        self._total -= len(deleted)
         self.unsaved_dropped = dropped
+        self.moved_dropped = moved
         return dropped
 
     @contextmanager
@@ -506,7 +559,8 @@ class ParkedStore:
                 "parked_total": self.parked_total, "taken_total": self.taken_total,
                 "reparked_total": self.reparked_total,
                 "counts_repaired": self.counts_repaired,
-                "unsaved_dropped": self.unsaved_dropped}  # fmt: skip
+                "unsaved_dropped": self.unsaved_dropped,
+                "moved_dropped": self.moved_dropped}  # fmt: skip
 
     def close(self, *, apply_releases: bool = True) -> None:
         """Apply the pending releases (unless the caller's save failed: a released record

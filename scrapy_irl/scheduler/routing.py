@@ -220,7 +220,7 @@ class Routing:
         for item in items:
             if isinstance(item, Held):
                 self.beast.park_for_retry(item.record, due, now)
-                self._release(item)
+                self._release(item, moved=True)
                 self.counts[parked] += 1
             else:
                 in_ram.append(item)

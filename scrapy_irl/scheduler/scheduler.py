@@ -435,6 +435,11 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             logger.info("%(n)d URLs were parked after the frontier's last save before the "
                         "last run stopped: BEAST queues them again, the parked copies are "
                         "removed", {"n": dropped}, extra={"spider": spider})  # fmt: skip
+        if self.parked.moved_dropped:
+            logger.info("%(n)d URLs moved from the parked store into a BEAST retry queue "
+                        "just before the last run stopped were in both: the parked copies "
+                        "are removed", {"n": self.parked.moved_dropped},
+                        extra={"spider": spider})  # fmt: skip
         self.beast.parked_floor = self.parked.floor
         self.beast.parked_mark = lambda: self.parked.flushed_mark
         # Every save, whoever asks (the tick, STAR's write-out, the close), first forgets
@@ -786,10 +791,11 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         self._in_engine = waiting
         return done
 
-    def _release(self, item: Any) -> None:
-        """``item`` left RAM for good: BEAST (or the parked store) may forget it."""
+    def _release(self, item: Any, *, moved: bool = False) -> None:
+        """``item`` left RAM for good: BEAST (or the parked store) may forget it. ``moved``:
+        into a BEAST retry queue (the parked store marks it: see :mod:`.parking`)."""
         if isinstance(item, ParkedHeld):
-            self._release_parked(item)
+            self._release_parked(item, moved=moved)
         elif isinstance(item, Held):
             self.beast.done(item.token)
 

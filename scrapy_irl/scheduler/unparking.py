@@ -13,7 +13,8 @@ BEAST (:meth:`Unparking._drain_ready`), so parked hosts are not starved by fresh
 Crash safety: a record parked here stays owed to BEAST until the store's writes are
 durable (:meth:`Unparking._flush_parking`, at the start of every BEAST save); a record
 taken back stays on disk here until released and a BEAST save is over (its retry queues
-may hold it now). A kill between a park and BEAST's next save leaves the record in both
+may hold it now). A kill between a park and BEAST's next save, or between that save and
+the store's deletion of a record moved into a BEAST retry queue, leaves the record in both
 places: the next open removes the store's copy (see :mod:`.parking`).
 """
 
@@ -141,8 +142,8 @@ class Unparking:
         on the wire (174 in 30 s in ``test_park_by_host.py``)."""
         return self._robots_waits_by_host.get(name, 0)
 
-    def _release_parked(self, item: ParkedHeld) -> None:
-        self.parked.release(item.key)
+    def _release_parked(self, item: ParkedHeld, *, moved: bool = False) -> None:
+        self.parked.release(item.key, moved=moved)
 
 
 def _fits(items: int, delay: float, horizon: float, wait: float = 0.0) -> int:

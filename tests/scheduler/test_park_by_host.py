@@ -373,23 +373,21 @@ def test_urls_parked_after_beasts_last_save_are_not_queued_twice_after_a_kill(
     _close(again, robots)
 
 
-def test_a_parked_url_moved_to_a_retry_queue_between_ticks_is_queued_once_after_a_kill(
-        tmp_path: Path, clock) -> None:  # fmt: skip
-    # A URL taken back from the store and parked for a robots.txt retry in a BEAST retry
-    # queue, then a save between ticks (STAR's write-out asks for one), then a kill: the
-    # save must also let BEAST forget the URL's first record and let the store delete its
-    # copy, or the restart holds it two or three times.
-    then = """
+_MOVE_ONE_TO_A_RETRY_QUEUE = """
 from scrapy_irl.scheduler.items import ParkedHeld
 sched._on_tick()  # the parks are flushed: the URL below is the store's only copy
 (key, host, record), = sched.parked.take("10.0.0.1", lambda name: 1, 1)
 sched._wait_for_retry(host, [ParkedHeld(record, key)], 30.0, "robots")
-sched.beast.save()
 """
+
+
+def _urls_held_after_the_kill(tmp_path: Path, clock: FakeClock, then: str) -> tuple[Any, Any]:
+    """Run the killed child with ``then``, reopen, and check that the parked store and
+    BEAST together hold each of the 100 URLs once; returns the reopened (sched, robots)."""
     before = _run_killed(tmp_path, 1, then)
     assert before["parked"] > 50
     again, robots = _open(tmp_path, clock, tau_h=0.1, tau_s=0.1)
-    records = [r for *_, r in again.parked.scan()]
+    records = [r for *_, r in again.parked.scan()]  # (a restart reads retry queues at once)
     for _ in range(1000):  # bounded: BEAST holds 100 at most
         popped = again.beast.pop()
         if popped is None:
@@ -398,4 +396,33 @@ sched.beast.save()
         again.beast.done(popped[1])
     urls = sorted(record_url(r) for r in records)
     assert urls == sorted(f"http://a.test/p{n}" for n in range(100))  # each once
+    return again, robots
+
+
+def test_a_parked_url_moved_to_a_retry_queue_between_ticks_is_queued_once_after_a_kill(
+        tmp_path: Path, clock) -> None:  # fmt: skip
+    # A URL taken back from the store and parked for a robots.txt retry in a BEAST retry
+    # queue, then a save between ticks (STAR's write-out asks for one), then a kill: the
+    # save must also let BEAST forget the URL's first record and let the store delete its
+    # copy, or the restart holds it two or three times.
+    then = _MOVE_ONE_TO_A_RETRY_QUEUE + "sched.beast.save()\n"
+    again, robots = _urls_held_after_the_kill(tmp_path, clock, then)
+    _close(again, robots)
+
+
+def test_a_parked_url_moved_to_a_retry_queue_is_held_once_after_a_kill_right_after_the_save(
+        tmp_path: Path, clock) -> None:  # fmt: skip
+    # The save is over (BEAST's retry queue holds the URL), the store has not deleted its
+    # copy yet (apply_releases runs after the save): a kill there left the URL in both,
+    # and the restart fetched it twice.
+    then = _MOVE_ONE_TO_A_RETRY_QUEUE + """
+def killed_after_the_save():
+    print(json.dumps({"served": served, "parked": len(sched.parked)}))
+    sys.stdout.flush()
+    os._exit(0)
+sched.beast.after_save = killed_after_the_save
+sched.beast.save()
+"""
+    again, robots = _urls_held_after_the_kill(tmp_path, clock, then)
+    assert again.parked.stats()["moved_dropped"] == 1
     _close(again, robots)

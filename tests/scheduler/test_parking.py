@@ -376,3 +376,98 @@ def test_a_mark_of_an_earlier_run_drops_every_park_of_a_later_one(tmp_path: Path
     assert again.drop_unsaved_parks(saved) == 1
     assert [r for *_, r in again.scan()] == [b"first run"]
     again.close()
+
+
+def _three_parked_and_saved(tmp_path: Path) -> tuple[ParkedStore, list[int]]:
+    """A store with r0..r2 of one host, which a BEAST save forgot (returns its mark)."""
+    store = ParkedStore(tmp_path / "p")
+    for n in range(3):
+        store.park("ip", "a.test", b"r%d" % n)
+    store.sync()
+    saved = store.flushed_mark
+    store.forget_marks(saved)  # BEAST saved: the parks are the store's
+    return store, saved
+
+
+def test_a_kill_after_beasts_save_drops_the_records_moved_into_its_retry_queues(
+        tmp_path: Path) -> None:  # fmt: skip
+    # A record moved into a BEAST retry queue is BEAST's once its save is over; the store
+    # deletes it only after that save. A kill in between left it in both (fetched twice).
+    store, _saved = _three_parked_and_saved(tmp_path)
+    (moved, _h, _r), (fetched, _h2, _r2) = store.take("ip", lambda host: 2, limit=2)
+    store.release(moved, moved=True)
+    store.release(fetched)  # fetched: may be fetched again after a kill (the window)
+    store.sync()  # what BEAST's save does first
+    saved = store.flushed_mark  # ... and writes in its STATE
+    _unclean_stop(store)  # killed before apply_releases
+    again = ParkedStore(tmp_path / "p")
+    assert again.drop_unsaved_parks(saved) == 0  # no fresh park was owed
+    assert sorted(r for *_, r in again.scan()) == [b"r1", b"r2"]
+    assert len(again) == 2 and again.stats()["moved_dropped"] == 1
+    assert _markers_left(again) == 0
+    again.close()
+    third = ParkedStore(tmp_path / "p")  # the counts on disk agree
+    assert len(third) == 2 and not third.counts_repaired
+    third.close()
+
+
+def _markers_left(store: ParkedStore) -> int:
+    return sum(1 for prefix in (b"n", b"v") for _ in store._db.iterator(prefix=prefix))
+
+
+def test_a_kill_before_beasts_save_keeps_the_records_moved_since_the_last_one(
+        tmp_path: Path) -> None:  # fmt: skip
+    # Moved after the mark BEAST saved (its save did not happen): BEAST does not hold
+    # them, the store keeps them. A marker written by a sync whose save never committed
+    # (killed while BEAST wrote) is past the mark too.
+    store, saved = _three_parked_and_saved(tmp_path)
+    (first, _h, _r), (second, _h2, _r2) = store.take("ip", lambda host: 2, limit=2)
+    store.release(first, moved=True)
+    store.sync()  # BEAST's save began, and was killed before its STATE was written
+    store.release(second, moved=True)  # no sync at all
+    _unclean_stop(store)
+    again = ParkedStore(tmp_path / "p")
+    assert again.drop_unsaved_parks(saved) == 0
+    assert sorted(r for *_, r in again.scan()) == [b"r0", b"r1", b"r2"]
+    assert again.stats()["moved_dropped"] == 0 and _markers_left(again) == 0
+    again.close()
+
+
+def test_a_record_parked_and_moved_between_two_saves_is_deleted_once(tmp_path: Path) -> None:
+    # Fresh park (owed to BEAST) and moved into a retry queue before BEAST's next save:
+    # both markers name it. A kill before that save drops it once (BEAST reads its first
+    # record again); after it, also once (BEAST holds it in the retry queue).
+    for saved_after_the_move in (False, True):
+        path = tmp_path / str(saved_after_the_move)
+        store = ParkedStore(path)
+        store.park("ip", "a.test", b"kept")
+        store.sync()
+        before = store.flushed_mark
+        store.forget_marks(before)
+        store.park("ip", "a.test", b"parked and moved")
+        (key, _host, record), = store.take("ip", lambda host: 2, limit=2)[1:]
+        assert record == b"parked and moved"
+        store.release(key, moved=True)
+        store.sync()
+        saved = store.flushed_mark if saved_after_the_move else before
+        _unclean_stop(store)
+        again = ParkedStore(path)
+        again.drop_unsaved_parks(saved)
+        assert [r for *_, r in again.scan()] == [b"kept"]
+        assert len(again) == 1 and _markers_left(again) == 0
+        again.close()
+        third = ParkedStore(path)
+        assert len(third) == 1 and not third.counts_repaired
+        third.close()
+
+
+def test_applying_a_moved_records_release_deletes_its_marker(tmp_path: Path) -> None:
+    store, taken = four_parked_and_taken(tmp_path, 1)
+    store.sync()
+    store.forget_marks(store.flushed_mark)
+    store.release(taken[0][0], moved=True)
+    store.sync()
+    assert _markers_left(store) == 1
+    assert store.apply_releases() == 1
+    assert _markers_left(store) == 0 and len(store) == 3
+    store.close()
