@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         "(benchmarks/kill_resume.py tells retries from URLs queued twice with it)",
     )
     p.add_argument(
+        "--first-request-log",
+        help="append the time (Unix seconds) this crawl hands its first request to the "
+        "downloader to this file (benchmarks/kill_resume.py: no request of this crawl "
+        "reached the server before it)",
+    )
+    p.add_argument(
         "--seeds",
         type=int,
         default=10,
@@ -87,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     crawler = process.create_crawler(SimwebSpider)
     if args.retried_log:
         log_retries(crawler, Path(args.retried_log))
+    if args.first_request_log:
+        log_first_request(crawler, Path(args.first_request_log))
     process.crawl(crawler, start=web_for(config).seed_urls(args.seeds))
     process.start()
     stats = {
@@ -114,6 +122,20 @@ def log_retries(crawler, path: Path) -> None:
             handle.write(request.url + "\n")
 
     crawler.signals.connect(scheduled, signal=signals.request_scheduled, weak=False)
+
+
+def log_first_request(crawler, path: Path) -> None:
+    """Append the time of the crawl's first request to its downloader to ``path``."""
+    import time
+
+    from scrapy import signals
+
+    def reached(request, spider) -> None:
+        crawler.signals.disconnect(reached, signal=signals.request_reached_downloader)
+        with open(path, "a") as handle:
+            handle.write(f"{time.time():.6f}\n")
+
+    crawler.signals.connect(reached, signal=signals.request_reached_downloader, weak=False)
 
 
 def peak_rss_bytes() -> int | None:

@@ -15,8 +15,8 @@ reads, atomic write batches, and a log it recovers after a kill -9. Keys::
 
     b"q" <u16 len><ip> <u16 len><host> <u32 run epoch><u64 seq>  -> BEAST record
     b"c" <ip>                                                    -> u64 records of that IP
-    b"n" <u32 run epoch><u64 seq>        -> record key (a fresh park BEAST may still owe)
-    b"v" <u32 run epoch><u64 seq>        -> record key (moved into a BEAST retry queue)
+    b"n" <u32 run epoch><u64 seq>                                -> key of a fresh park
+    b"v" <u32 run epoch><u64 seq>                                -> key of a record moved
     b"m:format", b"m:epoch"                                      -> u32
     b"m:open"                                                    -> present while open
 
