@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
 import signal
@@ -140,6 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(run(args))
     except KeyboardInterrupt:
         print("simweb stopped", file=sys.stderr)
+    except OSError as exc:
+        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        print(exc.strerror, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -23,7 +23,9 @@ SIZES: dict[str, dict[str, Any]] = {
 
 #: Bounds of ``plds``. The upper one keeps a build to seconds (100,000 PLDs: about 6 s and
 #: 190,000 hosts on a 2-core machine; time grows linearly) and well inside the 63,750
-#: simweb addresses (about plds / 3 are needed); a typo with extra zeros is refused at once.
+#: simweb addresses (about plds / 3 are needed; each is a listening socket, so an open file:
+#: see :func:`~scrapy_irl.simweb.server.ensure_open_files`); a typo with extra zeros is
+#: refused at once.
 MIN_PLDS = 5
 MAX_PLDS = 100_000
 

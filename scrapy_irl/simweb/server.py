@@ -9,8 +9,10 @@ never to be a crawl's bottleneck. It binds loopback addresses only and refuses a
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
+import resource
 import time
 from pathlib import Path
 
@@ -29,6 +31,8 @@ BODY_LIMIT = 1 << 20
 #: Attempts to find a port free on every address when port 0 is asked for.
 PORT_ATTEMPTS = 20
 DRIP_CHUNK = 16
+#: Open files kept free beyond the listening sockets: client connections, the log.
+SPARE_FILES = 1024
 
 
 def check_loopback(ip: str) -> None:
@@ -75,6 +79,7 @@ class SimwebServer:
     async def start(self) -> None:
         for ip in self.web.ips:
             check_loopback(ip)
+        ensure_open_files(len(self.web.ips) + SPARE_FILES, len(self.web.ips))
         if self.config.port == 0:
             await self._bind_free_port()
         else:
@@ -96,8 +101,10 @@ class SimwebServer:
             try:
                 await self._bind_all(port, skip_first=True)
             except OSError as exc:
-                last = exc
                 await self._close_servers()
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    raise  # out of files, not a port taken: another port will not help
+                last = exc
                 continue
             self.config = self.config.replace(port=port)
             self.web = web_for(self.config)
@@ -296,6 +303,27 @@ class SimwebServer:
             self.log.write(
                 LogRecord(start, ip, host, target, status, nbytes, time.time() - start)
             )
+
+
+def ensure_open_files(needed: int, addresses: int) -> None:
+    """Raise this process's open-file limit to ``needed`` if it is lower (up to the hard
+    limit), or refuse with a clear error: simweb listens on one socket per address, and a
+    web of 60 000 PLDs (20 000 addresses) died on ``ulimit -n`` 20 000 with "Too many open
+    files" under its config file's write, which a harness reported only as "did not
+    start" (a probe, 2026-11-29)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise OSError(
+            errno.EMFILE,
+            f"simweb needs about {needed} open files (one listening socket for each of its "
+            f"{addresses} addresses, plus {SPARE_FILES} for connections), but this process "
+            f"may open at most {hard} (ulimit -Hn): use fewer PLDs (about 3 per address) "
+            "or raise the limit",
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    logger.info("simweb raised its open-file limit from %d to %d", soft, needed)
 
 
 async def serve(

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +16,8 @@ from scrapy_irl.simweb.model import Host
 from scrapy_irl.simweb.pages import HUGE_ROBOTS_LIMIT
 from scrapy_irl.simweb.server import check_loopback, remove_dot_segments
 from scrapy_irl.simweb.testing import RunningWeb
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _host(simweb: RunningWeb, **want: object) -> Host:
@@ -287,3 +293,37 @@ def test_waits_on_a_client_are_bounded_and_cut_requests_are_logged(simweb: Runni
             break
         time.sleep(0.1)
     assert "/drip/0" in targets and "/p/1.html" in targets
+
+
+_UNDER_A_LIMIT = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, {hard}))
+from scrapy_irl.simweb.__main__ import main
+sys.exit(main(["--size", "tiny", "--web", "plds={plds}", "--port", "0", "--quiet",
+               "--duration", "0.5", "--log", "requests.log", "--config-out", "web.json"]))
+"""
+
+
+def _simweb_under_a_file_limit(tmp: Path, soft: int, hard: int,
+                               plds: int) -> subprocess.CompletedProcess:  # fmt: skip
+    code = _UNDER_A_LIMIT.format(soft=soft, hard=hard, plds=plds)
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp, capture_output=True,
+                          text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+
+
+def test_a_web_with_more_addresses_than_the_process_may_open_is_refused_with_a_reason(
+        tmp_path: Path) -> None:  # fmt: skip
+    # 6 000 PLDs need about 2 000 listening sockets: under a hard limit of 1 500 the
+    # server died with "Too many open files" under its config file's write (a probe at
+    # 60 000 PLDs and ulimit -n 20 000), which a harness reported as "did not start".
+    proc = _simweb_under_a_file_limit(tmp_path, 1500, 1500, 6000)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "simweb needs about" in proc.stderr and "at most 1500" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_soft_file_limit_below_the_webs_needs_is_raised_to_them(tmp_path: Path) -> None:
+    proc = _simweb_under_a_file_limit(tmp_path, 1500, 8000, 6000)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "raised its open-file limit from 1500" in proc.stderr, proc.stderr[-2000:]
