@@ -638,10 +638,15 @@ class Beast:
             "cursors": {str(q.qid): q.saved_cursor() for q in self._queues.values()},
             "lengths": {str(q.qid): q.length for q in self._queues.values()},
         }
-        if self.parked_floor is not None:
-            body["parked_floor"] = int(self.parked_floor())
-        if self.parked_mark is not None:
-            body["parked_mark"] = [int(n) for n in self.parked_mark()]
+        # Without a parked store wired in (an open that failed before it was: a floor
+        # refused, a full disk), the last STATE's values are kept: saved as None, the
+        # next start skipped the floor's check and took every marked park for owed.
+        floor = self.parked_floor() if self.parked_floor is not None else self.saved_parked_floor
+        if floor is not None:
+            body["parked_floor"] = int(floor)
+        mark = self.parked_mark() if self.parked_mark is not None else self.saved_parked_mark
+        if mark is not None:
+            body["parked_mark"] = [int(n) for n in mark]
         text = json.dumps(
             {
                 "body": body,

@@ -381,6 +381,16 @@ sched._wait_for_retry(host, [ParkedHeld(record, key)], 30.0, "robots")
 """
 
 
+_KILLED_RIGHT_AFTER_THE_SAVE = """
+def killed_after_the_save():
+    print(json.dumps({"served": served, "parked": len(sched.parked)}))
+    sys.stdout.flush()
+    os._exit(0)
+sched.beast.after_save = killed_after_the_save
+sched.beast.save()
+"""
+
+
 def _urls_held_after_the_kill(tmp_path: Path, clock: FakeClock, then: str) -> tuple[Any, Any]:
     """Run the killed child with ``then``, reopen, and check that the parked store and
     BEAST together hold each of the 100 URLs once; returns the reopened (sched, robots)."""
@@ -415,14 +425,39 @@ def test_a_parked_url_moved_to_a_retry_queue_is_held_once_after_a_kill_right_aft
     # The save is over (BEAST's retry queue holds the URL), the store has not deleted its
     # copy yet (apply_releases runs after the save): a kill there left the URL in both,
     # and the restart fetched it twice.
-    then = _MOVE_ONE_TO_A_RETRY_QUEUE + """
-def killed_after_the_save():
-    print(json.dumps({"served": served, "parked": len(sched.parked)}))
-    sys.stdout.flush()
-    os._exit(0)
-sched.beast.after_save = killed_after_the_save
-sched.beast.save()
-"""
+    then = _MOVE_ONE_TO_A_RETRY_QUEUE + _KILLED_RIGHT_AFTER_THE_SAVE
+    again, robots = _urls_held_after_the_kill(tmp_path, clock, then)
+    assert again.parked.stats()["moved_dropped"] == 1
+    _close(again, robots)
+
+
+def test_an_open_that_fails_after_a_kill_keeps_the_mark_the_next_open_needs(
+        tmp_path: Path, clock, monkeypatch) -> None:  # fmt: skip
+    # A kill right after BEAST's save left a moved URL in the store and in BEAST, which
+    # the next open resolves by the mark BEAST saved. An open that failed first (here a
+    # full disk under the drop) closed BEAST before the store was wired in, and that
+    # close saved a STATE without the mark (and without the floor): the open after it
+    # kept the store's copy too.
+    from scrapy_irl.exceptions import StoreAccessError
+    from scrapy_irl.scheduler.parking import ParkedStore
+
+    then = _MOVE_ONE_TO_A_RETRY_QUEUE + _KILLED_RIGHT_AFTER_THE_SAVE
+
+    def full_disk(store: Any, saved: Any) -> int:
+        raise OSError(28, "No space left on device")
+
+    real_drop = ParkedStore.drop_unsaved_parks
+    monkeypatch.setattr(ParkedStore, "drop_unsaved_parks", full_disk)
+
+    real_open = _open
+
+    def open_once_failing(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        with pytest.raises(StoreAccessError, match="No space"):  # the start is refused
+            real_open(*args, **kwargs)
+        monkeypatch.setattr(ParkedStore, "drop_unsaved_parks", real_drop)
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(f"{__name__}._open", open_once_failing)
     again, robots = _urls_held_after_the_kill(tmp_path, clock, then)
     assert again.parked.stats()["moved_dropped"] == 1
     _close(again, robots)

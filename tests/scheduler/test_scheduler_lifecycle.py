@@ -730,8 +730,9 @@ def test_a_parked_store_that_lost_its_leveldb_log_is_refused_not_resumed_short(
             log.unlink()
         else:
             os.truncate(log, 0 if damage == "empty" else log.stat().st_size // 2)
-    with pytest.raises(FrontierCorruptionError, match="parked store holds .* URLs, but the frontier's last save counted 20"):
-        opened(JOBDIR=str(tmp_path / "damaged"))
+    for _attempt in range(2):  # a refused start's close saved BEAST without the floor
+        with pytest.raises(FrontierCorruptionError, match="parked store holds .* URLs, but the frontier's last save counted 20"):
+            opened(JOBDIR=str(tmp_path / "damaged"))
     intact = opened(JOBDIR=str(tmp_path / "intact"))
     assert len(intact.parked) == 20
     intact.close("shutdown")
