@@ -72,6 +72,7 @@ def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work:
     settings = {**settings, "JOBDIR": str(job), "IRL_HOSTS_DIR": str(work / name / "hosts"),
                 "CONCURRENT_REQUESTS": args.concurrency, "CLOSESPIDER_TIMEOUT": 3600}  # fmt: skip
     kills: list[float] = []
+    ended: list[float] = []  # crawls before the last that ended without a kill
     retried_log = work / name / "retried.txt"  # URLs RetryMiddleware scheduled again
     first_log = work / name / "first-requests.txt"  # each crawl's first request (crawl_cuts)
     resumed = refused = 0
@@ -96,6 +97,8 @@ def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work:
                     if proc.poll() is None:
                         os.kill(proc.pid, signal.SIGKILL)
                         kills.append(time.time())
+                    else:  # ended by itself (refused, crashed): its log ends here too
+                        ended.append(time.time())
                     proc.wait(30)
             text = err.read_text(errors="replace")
             if round_:
@@ -106,7 +109,7 @@ def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work:
         _, records = read_log(log)
     # start URLs and URLs the crawler retried: their second fetch is no copy
     expected_again = seeds | {(urlsplit(u).hostname, _target(u)) for u in _lines(retried_log)}
-    cuts = crawl_cuts(kills, [float(t) for t in _lines(first_log)])
+    cuts = crawl_cuts(sorted(kills + ended), [float(t) for t in _lines(first_log)])
     counts = classify_fetches(records, cuts, seeds, expected_again, args.window,
                               show=name if args.show else None)  # fmt: skip
     return {"kills": len(kills), "resumed": resumed, "refused": refused,
@@ -114,8 +117,9 @@ def run_one(name: str, settings: dict[str, Any], args: argparse.Namespace, work:
 
 
 def crawl_cuts(kills: list[float], first_requests: list[float]) -> list[tuple[float, float]]:
-    """Each kill's time, and where the server's log passes from the killed crawl to the
-    next: the next crawl's first request to its downloader (``--first-request-log``).
+    """Each kill's time (or the end of a crawl that stopped by itself before it), and
+    where the server's log passes from that crawl to the next: the next crawl's first
+    request to its downloader (``--first-request-log``).
 
     Not the kill's own time: a request sent in the last milliseconds before a kill is read
     by a busy server after it (0.04-0.8 ms in a probe of 2026-11-29), and was counted as

@@ -322,7 +322,16 @@ def ensure_open_files(needed: int, addresses: int) -> None:
             f"may open at most {hard} (ulimit -Hn): use fewer PLDs (about 3 per address) "
             "or raise the limit",
         )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    except (ValueError, OSError) as exc:  # macOS: above kern.maxfilesperproc
+        raise OSError(
+            errno.EMFILE,
+            f"simweb needs about {needed} open files (one listening socket for each of its "
+            f"{addresses} addresses, plus {SPARE_FILES} for connections), but its limit of "
+            f"{soft} could not be raised ({exc}): use fewer PLDs (about 3 per address) or "
+            "raise the limit",
+        ) from exc
     logger.info("simweb raised its open-file limit from %d to %d", soft, needed)
 
 

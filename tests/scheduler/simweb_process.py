@@ -26,12 +26,15 @@ def simweb_server(
     """``web``: ``FIELD=VALUE`` overrides of the web's config (simweb's ``--web``)."""
     cfg, log = tmp / "web.json", tmp / "requests.log"
     overrides = [arg for item in web for arg in ("--web", item)]
-    errors = open(tmp / "simweb.stderr", "w")  # noqa: SIM115 - closed in the finally below
-    server = subprocess.Popen(
-        [sys.executable, "-m", "scrapy_irl.simweb", "--size", size, "--seed", str(seed), "--port", "0", "--quiet",
-         "--log", str(log), "--config-out", str(cfg), "--duration", str(duration), *overrides],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors,
-    )  # fmt: skip
+    with open(tmp / "simweb.stderr", "w") as errors:
+        yield from _served(cfg, log, errors, [
+            sys.executable, "-m", "scrapy_irl.simweb", "--size", size, "--seed", str(seed),
+            "--port", "0", "--quiet", "--log", str(log), "--config-out", str(cfg),
+            "--duration", str(duration), *overrides])  # fmt: skip
+
+
+def _served(cfg: Path, log: Path, errors: Any, command: list[str]) -> Iterator[tuple[Path, Path]]:
+    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors)
     try:
         for _ in range(300):
             if cfg.exists() or server.poll() is not None:
@@ -39,13 +42,16 @@ def simweb_server(
             time.sleep(0.1)
         if not cfg.exists():  # say why: its stderr, not only that it failed
             errors.flush()
-            said = (tmp / "simweb.stderr").read_text(errors="replace")[-3000:]
+            said = Path(errors.name).read_text(errors="replace")[-3000:]
             raise AssertionError(f"simweb did not start (exit status {server.poll()}):\n{said}")
         yield cfg, log
     finally:
         server.send_signal(signal.SIGTERM)
-        server.wait(30)
-        errors.close()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(30)
 
 
 def spider_command(cfg: Path, settings: dict[str, Any]) -> list[str]:

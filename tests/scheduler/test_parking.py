@@ -471,3 +471,24 @@ def test_applying_a_moved_records_release_deletes_its_marker(tmp_path: Path) -> 
     assert store.apply_releases() == 1
     assert _markers_left(store) == 0 and len(store) == 3
     store.close()
+
+
+def test_a_move_in_a_later_run_is_past_every_mark_of_an_earlier_one(tmp_path: Path) -> None:
+    # The mark is (run epoch, sequence) and sequences start again each run: a move at
+    # (E+1, 1) killed before its save is past a mark (E, 20), though 1 < 20.
+    store = ParkedStore(tmp_path / "p")
+    for n in range(20):
+        store.park("ip", "a.test", b"r%d" % n)
+    store.sync()
+    saved = store.flushed_mark
+    store.forget_marks(saved)
+    store.close()
+    later = ParkedStore(tmp_path / "p")
+    (key, _host, _record), = later.take("ip", lambda host: 1, limit=1)
+    later.release(key, moved=True)
+    later.sync()  # its BEAST save never committed
+    _unclean_stop(later)
+    again = ParkedStore(tmp_path / "p")
+    again.drop_unsaved_parks(saved)
+    assert len(again) == 20 and again.stats()["moved_dropped"] == 0
+    again.close()

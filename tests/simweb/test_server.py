@@ -324,6 +324,12 @@ def test_a_web_with_more_addresses_than_the_process_may_open_is_refused_with_a_r
 
 
 def test_a_soft_file_limit_below_the_webs_needs_is_raised_to_them(tmp_path: Path) -> None:
-    proc = _simweb_under_a_file_limit(tmp_path, 1500, 8000, 6000)
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    hard = 8000 if hard == resource.RLIM_INFINITY else min(hard, 8000)
+    if hard < 4000:  # 6 000 PLDs need about 3 100
+        pytest.skip(f"this machine's hard limit of open files is {hard}")
+    proc = _simweb_under_a_file_limit(tmp_path, 1500, hard, 6000)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "raised its open-file limit from 1500" in proc.stderr, proc.stderr[-2000:]
