@@ -682,13 +682,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         self.parked.forget_marks(self.beast.saved_parked_mark)  # BEAST forgot them
 
     def _close_parked(self) -> None:
-        """Close the parked store after BEAST: releases applied and markers forgotten only
-        if BEAST's close saved (a record released may be in a BEAST retry queue)."""
-        try:
-            if self._beast_saved:
-                self.parked.forget_marks(self.beast.saved_parked_mark)
-        finally:
-            self.parked.close(apply_releases=self._beast_saved)
+        """Close the parked store after BEAST, releases applied only if BEAST's close
+        saved (a record released may be in a BEAST retry queue); that save's
+        ``after_save`` already forgot the markers it covers."""
+        self.parked.close(apply_releases=self._beast_saved)
 
     def _removed_at_exit(self) -> bool:
         """The process exits without closing the engine (``scrapy shell`` runs it in a

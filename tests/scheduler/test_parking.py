@@ -378,10 +378,10 @@ def test_a_mark_of_an_earlier_run_drops_every_park_of_a_later_one(tmp_path: Path
     again.close()
 
 
-def _three_parked_and_saved(tmp_path: Path) -> tuple[ParkedStore, list[int]]:
-    """A store with r0..r2 of one host, which a BEAST save forgot (returns its mark)."""
+def _parked_and_saved(tmp_path: Path, count: int = 3) -> tuple[ParkedStore, list[int]]:
+    """A store with r0.. of one host, which a BEAST save forgot (returns its mark)."""
     store = ParkedStore(tmp_path / "p")
-    for n in range(3):
+    for n in range(count):
         store.park("ip", "a.test", b"r%d" % n)
     store.sync()
     saved = store.flushed_mark
@@ -393,7 +393,7 @@ def test_a_kill_after_beasts_save_drops_the_records_moved_into_its_retry_queues(
         tmp_path: Path) -> None:  # fmt: skip
     # A record moved into a BEAST retry queue is BEAST's once its save is over; the store
     # deletes it only after that save. A kill in between left it in both (fetched twice).
-    store, _saved = _three_parked_and_saved(tmp_path)
+    store, _saved = _parked_and_saved(tmp_path)
     (moved, _h, _r), (fetched, _h2, _r2) = store.take("ip", lambda host: 2, limit=2)
     store.release(moved, moved=True)
     store.release(fetched)  # fetched: may be fetched again after a kill (the window)
@@ -420,7 +420,7 @@ def test_a_kill_before_beasts_save_keeps_the_records_moved_since_the_last_one(
     # Moved after the mark BEAST saved (its save did not happen): BEAST does not hold
     # them, the store keeps them. A marker written by a sync whose save never committed
     # (killed while BEAST wrote) is past the mark too.
-    store, saved = _three_parked_and_saved(tmp_path)
+    store, saved = _parked_and_saved(tmp_path)
     (first, _h, _r), (second, _h2, _r2) = store.take("ip", lambda host: 2, limit=2)
     store.release(first, moved=True)
     store.sync()  # BEAST's save began, and was killed before its STATE was written
@@ -476,12 +476,7 @@ def test_applying_a_moved_records_release_deletes_its_marker(tmp_path: Path) -> 
 def test_a_move_in_a_later_run_is_past_every_mark_of_an_earlier_one(tmp_path: Path) -> None:
     # The mark is (run epoch, sequence) and sequences start again each run: a move at
     # (E+1, 1) killed before its save is past a mark (E, 20), though 1 < 20.
-    store = ParkedStore(tmp_path / "p")
-    for n in range(20):
-        store.park("ip", "a.test", b"r%d" % n)
-    store.sync()
-    saved = store.flushed_mark
-    store.forget_marks(saved)
+    store, saved = _parked_and_saved(tmp_path, 20)
     store.close()
     later = ParkedStore(tmp_path / "p")
     (key, _host, _record), = later.take("ip", lambda host: 1, limit=1)
