@@ -6,7 +6,9 @@ k < j - 1, else to Q_F: the first B_x URLs of a PLD to the next queue, the next 
 one after, and so on. When the last queue of the ring has been read, Q_F is re-read and
 split into j new queues (j doubles, up to ``max_queues``) with budgets recomputed; entries
 that still do not fit form the new Q_F. Q_F is thus re-read at exponentially growing
-intervals, and nothing is discarded for budget reasons. When every queue is empty the
+intervals, and nothing is discarded for budget reasons (at the cap, what a re-read
+leaves in Q_F has the ring pass just read taken off its k, so the window moves on as
+doubling moves it before). When every queue is empty the
 cycle is fast-forwarded, and the split of Q_F starts at its smallest k, so the crawl
 always progresses. The *parked* queue holds what a frontier written before 2026-11-28
 parked here for a backlog (the scheduler parks in :mod:`.parking` now): out of
@@ -896,8 +898,27 @@ class Beast:
             if offset < split.slots:
                 self._append(self.ring[split.first_new + offset], placed)
             else:
-                self._append(self.qf, placed)
+                self._append(self.qf, self._aged(placed, split.shift + split.slots))
         return False
+
+    def _aged(self, entry: bytes, reached: int) -> bytes:
+        """A Q_F entry the split left in Q_F, brought ``reached - (j - 1)`` queues closer.
+
+        The next normal re-read places k from j - 1 on. Before the cap that is exactly
+        where this split stopped (``reached``: j doubled), so nothing changes. At the cap
+        (j stays) the window would stay put, and an entry with k >= 2j - 1 went back to
+        Q_F at every re-read, never crawled while other sites kept the ring busy (a
+        probe of 2026-11-29: P_x 7..39 of a B_x = 1 site after 625 re-reads with j = 4).
+        Taking the ring pass just read off its k (each PLD had j more budgets of URLs
+        meanwhile) moves the window on instead: a PLD's URLs keep their spacing of B_x a
+        queue, and each comes within reach after finitely many re-reads (thesis VII.2:
+        nothing is lost, the whole web is crawled in the end). A fast-forward's jump to
+        the smallest k is taken off the same way."""
+        age = reached - (self.j - 1)
+        if age <= 0:
+            return entry
+        budget, admitted = _ENTRY.unpack_from(entry)
+        return _ENTRY.pack(budget, max(0, admitted - age * budget)) + entry[_ENTRY.size :]
 
     def _placed(self, entry: bytes) -> tuple[int, bytes]:
         """(k, entry with its budget recomputed) for a Q_F entry. In-degrees only grow, so

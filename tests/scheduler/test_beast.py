@@ -82,6 +82,51 @@ def test_qf_reread_only_after_the_last_queue(tmp_path):
     assert beast.rescans == 1 and beast.j == 8
 
 
+def crawl_with_steady_work(beast: Beast, pops: int) -> list[tuple[str, int]]:
+    """Pop ``pops`` records while a new PLD's in-budget URL arrives before each pop, so
+    the ring never runs empty (no fast-forward); (record, queue id) in crawl order."""
+    crawled = []
+    for n in range(pops):
+        beast.push(f"good{n}".encode(), 1, 0)
+        got = pop(beast)
+        assert got is not None
+        crawled.append((got[0].decode(), got[1][0]))
+        beast.done(got[1])
+    return crawled
+
+
+@pytest.mark.parametrize("budget", [1, 2])
+def test_at_the_cap_every_over_budget_url_is_crawled_in_the_end(tmp_path, budget):
+    """j at its cap: the re-read window of k moves on by the ring just read. Before, it
+    stayed at [j - 1, 2j - 2], so P_x >= (2j - 1) B_x went back to Q_F at every re-read
+    and was never crawled while other sites kept the ring busy (625 re-reads, j = 4)."""
+    beast = Beast(tmp_path, initial_queues=4, max_queues=4, fsync=False)
+    for p in range(40):
+        beast.push(f"big{p}".encode(), budget, p)
+    crawled = crawl_with_steady_work(beast, 2_000)
+    big = [(name, qid) for name, qid in crawled if name.startswith("big")]
+    assert [name for name, _ in big] == [f"big{p}" for p in range(40)]  # all, in P_x order
+    per_queue = Counter(qid for _, qid in big)
+    assert max(per_queue.values()) <= budget  # still B_x a queue, never a burst
+    assert beast.qf.size == 0
+
+
+def test_at_the_cap_a_fast_forward_is_taken_off_what_stays_in_qf(tmp_path):
+    """A fast-forward at the cap jumps to the smallest k; what it leaves in Q_F comes in
+    the very next re-read, not (k - j) / j re-reads later."""
+    beast = Beast(tmp_path, initial_queues=2, max_queues=2, fsync=False)
+    for p in range(100, 106):
+        beast.push(f"far{p}".encode(), 1, p)  # k = 100..105: Q_F, the ring is empty
+    got = pop(beast)  # fast-forward: k 100, 101 into the ring
+    assert got[0] == b"far100"
+    beast.done(got[1])
+    crawled = crawl_with_steady_work(beast, 40)
+    assert [name for name, _ in crawled if name.startswith("far")] == [
+        f"far{p}" for p in range(101, 106)
+    ]
+    assert beast.rescans <= 4
+
+
 def test_restart_resumes_unfinished_records_only(tmp_path):
     beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
     for i in range(10):
