@@ -62,6 +62,7 @@ class Host:
     name: str
     ip: str
     delay: float  # tau_h for this host (already includes its Crawl-delay)
+    pld: str = ""  # its pay-level domain, for its IP's average budget ("": the name)
     queue: deque[Any] = field(default_factory=deque)
     last_start: float = float("-inf")
     previous_start: float = float("-inf")  # last_start before the current hand-out
@@ -121,8 +122,12 @@ class Ip:
     in_flight: int = 0
     gen: int = 0
     in_heap: bool = False
-    # Sum of ``Host.budget`` over this IP's hosts in the table, and their number: tau_s
-    # follows the average budget of the PLDs on a server (see ``set_budget``).
+    # tau_s follows the average budget of the PLDs on a server (thesis VII.1; see
+    # ``set_budget``): per PLD with hosts of this IP in the table, [hosts, sum of their
+    # budgets] (hosts of one PLD share B_x, but each learns a new one at its own next
+    # finish); ``budget_total`` is the sum over those PLDs of their hosts' mean budget,
+    # and ``budget_hosts`` the number of hosts.
+    plds: dict[str, list[float]] = field(default_factory=dict)
     budget_total: float = 0.0
     budget_hosts: int = 0
     queued: int = 0  # items pending in the queues of its hosts (its RAM backlog)
@@ -131,6 +136,40 @@ class Ip:
 
     def due_at(self) -> float:
         return self.last_start + self.delay
+
+    @property
+    def average_budget(self) -> float:
+        """Mean budget of the PLDs whose hosts on this IP are in the table (0: none)."""
+        return self.budget_total / len(self.plds) if self.plds else 0.0
+
+    def join(self, host: Host) -> None:
+        """Count ``host`` (with its budget) in this IP's average."""
+        self._change(host.pld or host.name, 1, host.budget)
+        self.budget_hosts += 1
+
+    def leave(self, host: Host) -> None:
+        """Take ``host`` out of this IP's average (forgotten, or it moves)."""
+        self._change(host.pld or host.name, -1, -host.budget)
+        self.budget_hosts -= 1
+
+    def rebudget(self, host: Host, budget: float) -> None:
+        """``host``'s budget becomes ``budget`` (it is counted here)."""
+        self._change(host.pld or host.name, 0, budget - host.budget)
+
+    def _change(self, pld: str, hosts: int, budget: float) -> None:
+        entry = self.plds.get(pld)
+        if entry is None:
+            entry = self.plds[pld] = [0, 0.0]
+        else:
+            self.budget_total -= entry[1] / entry[0]
+        entry[0] += hosts
+        entry[1] += budget
+        if entry[0] > 0:
+            self.budget_total += entry[1] / entry[0]
+        else:
+            del self.plds[pld]
+        if not self.plds:
+            self.budget_total = 0.0  # no float drift carried over an empty table
 
 
 class Politeness:
@@ -157,7 +196,7 @@ class Politeness:
         # queued: Scrapy's retry of its last page comes back through the disk queues, and
         # forgotten meanwhile, the host would start its run again at one tau_h.
         self.streak_memory = streak_memory
-        # tau_s of an IP from the average budget of its hosts: applied again when a host
+        # tau_s of an IP from the average budget of its PLDs: applied again when a host
         # leaves the IP (forgotten, removed, moved), or the IP kept the tau_s a departed
         # host's budget gave it. None: tau_s changes only through set_delays.
         self.ip_delay_for = ip_delay_for
@@ -176,8 +215,12 @@ class Politeness:
     def host(self, name: str) -> Host | None:
         return self.hosts.get(name)
 
-    def add_host(self, name: str, ip: str, host_delay: float, ip_delay: float) -> Host:
-        """Register (or update the delays of) a host; its IP is created on first use."""
+    def add_host(
+        self, name: str, ip: str, host_delay: float, ip_delay: float, pld: str = ""
+    ) -> Host:
+        """Register (or update the delays of) a host; its IP is created on first use.
+        ``pld``: its pay-level domain (tau_s averages budgets over PLDs); "" counts the
+        host as a PLD of its own."""
         address = self.ips.get(ip)
         if address is None:
             address = self.ips[ip] = Ip(ip, ip_delay)
@@ -185,18 +228,20 @@ class Politeness:
             address.delay = ip_delay
         host = self.hosts.get(name)
         if host is None:
-            host = self.hosts[name] = Host(name, ip, host_delay)
-            address.budget_hosts += 1
+            host = self.hosts[name] = Host(name, ip, host_delay, pld=pld)
+            address.join(host)
         else:
             host.delay = host_delay
         return host
 
     def set_budget(self, host: Host, budget: float) -> float:
-        """Record ``host``'s budget; returns the average budget of its IP's hosts."""
+        """Record ``host``'s budget; returns the average budget of the PLDs on its IP
+        (thesis VII.1: tau_s scales with it). Until 2026-11-29 the average ran over
+        hosts, so one PLD's many virtual hosts outweighed the other PLDs of a server."""
         address = self.ips[host.ip]
-        address.budget_total += budget - host.budget
+        address.rebudget(host, budget)
         host.budget = budget
-        return address.budget_total / max(1, address.budget_hosts)
+        return address.average_budget
 
     def set_delays(self, host: Host, host_delay: float, ip_delay: float) -> None:
         """New tau_h for ``host`` and tau_s for its IP (budgets change during a crawl).
@@ -332,7 +377,9 @@ class Politeness:
             if self._by_budget:
                 address.clock = max(tag, address.clock + 1.0 / total)
                 host.finish = tag + 1.0 / weight
-                host.backlogged = bool(host.queue)
+                # what stays queued once this item has left: a host served its last item
+                # starts again at the IP's clock (True here gave it a burst on return)
+                host.backlogged = len(host.queue) > 1
             host.ready = False
             item = host.queue.popleft()
             self.items -= 1
@@ -403,8 +450,7 @@ class Politeness:
         address = self.ips.get(ip)
         if address is None:
             address = self.ips[ip] = Ip(ip, ip_delay)
-        address.budget_total += host.budget
-        address.budget_hosts += 1
+        address.join(host)
         address.queued += len(host.queue)
         host.ip = ip
         # Virtual times of two servers do not compare: it starts as a newcomer does.
@@ -603,10 +649,9 @@ class Politeness:
     def _leave_ip(self, host: Host) -> Ip:
         """Take ``host``'s budget out of its IP's average (it is forgotten or moves)."""
         address = self.ips[host.ip]
-        address.budget_total -= host.budget
-        address.budget_hosts -= 1
+        address.leave(host)
         if self.ip_delay_for is not None and address.budget_hosts > 0:
-            self._set_ip_delay(address, self.ip_delay_for(address.budget_total / address.budget_hosts))
+            self._set_ip_delay(address, self.ip_delay_for(address.average_budget))
         return address
 
     def backlog_seconds(self, host: Host) -> float:

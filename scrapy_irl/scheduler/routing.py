@@ -24,6 +24,7 @@ from scrapy_irl.scheduler.items import (
     url_of,
     url_parts,
 )
+from scrapy_irl.scheduler.pld import pld_of
 from scrapy_irl.scheduler.politeness import Host
 
 if TYPE_CHECKING:
@@ -258,7 +259,8 @@ class Routing:
         address = self.polite.ips.get(ip)
         # delays set from the budget just below; the IP keeps its own until then
         host = self.polite.add_host(name, ip, self.delays.host_delay,
-                                    address.delay if address else self.delays.ip_delay)  # fmt: skip
+                                    address.delay if address else self.delays.ip_delay,
+                                    pld=pld_of(name))  # fmt: skip
         host.crawl_delay = crawl_delay
         if self.memory is not None:
             self.memory.apply(host)

@@ -377,6 +377,23 @@ def test_a_host_back_from_idle_gets_no_saved_up_burst():
     assert [served.count(h) for h in ("a", "b", "late")] == [10, 10, 10]
 
 
+def test_a_host_that_ran_out_of_work_gets_no_saved_up_burst_on_return():
+    """Served its only item, then idle while others were served: its tag had stayed
+    behind the IP's clock (it was marked backlogged before its last item left its queue)
+    and it took all 20 of the next turns."""
+    p = _busy_shared_server("budget", {"a": 10.0, "b": 10.0})
+    back = p.add_host("back", "9", 0.0, 1.0)
+    p.set_budget(back, 10.0)
+    p.push("back", "only")
+    served = _serve(p, 3)
+    assert "back" in served and not back.queue and not back.backlogged
+    _serve(p, 40, start=3.0)  # a and b alternate meanwhile
+    for i in range(50):
+        p.push("back", i)
+    served = _serve(p, 30, start=43.0)
+    assert [served.count(h) for h in ("a", "b", "back")] == [10, 10, 10]
+
+
 def test_drain_takes_a_host_out_of_its_ip_ready_heap():
     p = _busy_shared_server("budget", {"a": 10.0, "b": 10.0, "c": 10.0})
     assert p.ready_hosts() == 0  # hosts become ready when a pop looks at the heaps
@@ -599,6 +616,29 @@ def test_an_ip_gets_the_delay_of_the_hosts_left_on_it():
     p.push("small.example", "s1")
     assert p.forget_idle(5.0) == 1  # big: nothing queued
     assert p.ips["10.0.0.1"].delay == 1.0
+
+
+def test_tau_s_follows_the_average_budget_of_the_plds_on_a_server_not_of_its_hosts():
+    """Thesis VII.1: tau_s scales with "the average budget of PLDs hosted on the server".
+    Averaged over hosts (until 2026-11-29), 99 virtual hosts of one PLD outweighed the
+    server's other PLD: 990.1 instead of 505."""
+    p = Politeness(ip_delay_for=lambda average: 10.0 / average)
+    small = p.add_host("small.example", "10.0.0.1", 1.0, 1.0, pld="small.example")
+    assert p.set_budget(small, 10.0) == 10.0
+    blogs = [p.add_host(f"u{i}.blogs.example", "10.0.0.1", 1.0, 1.0, pld="blogs.example")
+             for i in range(99)]  # fmt: skip
+    for host in blogs:
+        average = p.set_budget(host, 1000.0)
+    assert average == pytest.approx(505.0)
+    # hosts of one PLD learn a larger budget one at a time: the PLD counts their mean
+    assert p.set_budget(blogs[0], 1990.0) == pytest.approx((10.0 + 1010.0) / 2)
+    # the PLD leaves the average with its last host only
+    p.push("small.example", "s1")
+    assert p.forget_idle(5.0) == 99
+    address = p.ips["10.0.0.1"]
+    assert address.plds == {"small.example": [1, 10.0]}
+    assert address.average_budget == pytest.approx(10.0)
+    assert address.delay == pytest.approx(1.0)
 
 
 def test_pages_wait_tau_h_after_a_hop_booked_without_the_hosts_slot():
