@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 KINDS = ("constant", "linear", "log")
+#: Largest budget BEAST can store with a URL (32 bits).
+MAX_BUDGET = 2**32 - 1
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,11 @@ class BudgetPolicy:
             raise ValueError(
                 f"need 1 <= IRL_BUDGET_BASE <= IRL_BUDGET_MAX and IRL_BUDGET_PER_DEGREE >= 0, got "
                 f"{self.base}, {self.maximum}, {self.per_degree}"
+            )
+        if self.maximum > MAX_BUDGET:
+            raise ValueError(
+                f"IRL_BUDGET_MAX must be at most {MAX_BUDGET} (BEAST stores B_x in 32 "
+                f"bits), got {self.maximum}"
             )
         if self.function is not None:
             self._probe()

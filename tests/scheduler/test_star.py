@@ -131,6 +131,10 @@ def test_budget_functions():
         BudgetPolicy(kind="quadratic")
     with pytest.raises(ValueError):
         BudgetPolicy(base=0)
+    # BEAST keeps B_x in 32 bits: a larger maximum failed at the first URL placed
+    assert BudgetPolicy(kind="constant", base=2**32 - 1, maximum=2**32 - 1)(0) == 2**32 - 1
+    with pytest.raises(ValueError, match="IRL_BUDGET_MAX must be at most 4294967295"):
+        BudgetPolicy(kind="constant", base=5e9, maximum=5e9)
 
 
 def test_a_user_function_failing_mid_crawl_gives_b0_and_is_counted(caplog):
