@@ -70,11 +70,15 @@ from scrapy_irl.drum.records import (
     scan_frames,
 )
 from scrapy_irl.exceptions import DrumCorruptionError, DrumError
+from scrapy_irl.openfiles import make_room, open_descriptors
 
 logger = logging.getLogger(__name__)
 
 #: Most buckets a DRUM splits its keys into (bucket files are named with four digits).
 MAX_BUCKETS = 4096
+#: Descriptors left free beside a store's bucket files (merge reads, Z, the lock, the
+#: rest of the crawl).
+SPARE_FILES = 64
 
 #: The dtype of "no value" (the thesis' "-"): zero bytes per tuple.
 NO_VALUE = np.dtype([])
@@ -220,6 +224,17 @@ class Drum:
             # Its bytes are pointers: stored, they are addresses, and every merge after
             # failed on them, for good (a probe, 2026-11-28).
             raise DrumError(f"value_dtype must be fixed-size, without Python objects: {self.value_dtype}")
+        # Two files a bucket (one without aux) stay open for an epoch: 8 192 at 4 096
+        # buckets, past the usual soft limit of 1 024. Found out at the first write-out,
+        # it was a raw OSError there and at every one after, close() included (the
+        # store's lock was never released: a probe, 2026-11-29).
+        files = buckets * (2 if store_aux else 1)
+        why_not = make_room(open_descriptors() + files + SPARE_FILES, "DRUM")
+        if why_not is not None:
+            raise DrumError(
+                f"a DRUM store of {buckets} buckets keeps {files} files open, but {why_not}: "
+                "use fewer buckets or raise the limit (ulimit -n)"
+            )
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -979,6 +994,9 @@ class Drum:
         if self._closed:
             return
         self.write_out()  # (may merge, and deliver a slice)
+        # What a consumer submitted from that delivery (a callback may feed its own
+        # store) is still in RAM: written out too, unmerged (lost until 2026-11-29)
+        self.stats.bytes_appended += sum(bucket.write_out() for bucket in self._buckets)
         self._drop_cursor()  # the epoch stays owed: delivered again from its start
         for bucket in self._buckets:
             if self.fsync:

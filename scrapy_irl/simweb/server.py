@@ -12,10 +12,10 @@ import asyncio
 import errno
 import ipaddress
 import logging
-import resource
 import time
 from pathlib import Path
 
+from scrapy_irl.openfiles import make_room
 from scrapy_irl.robots.matching import remove_dot_segments
 from scrapy_irl.simweb.config import WebConfig
 from scrapy_irl.simweb.log import LogRecord, RequestLog
@@ -311,28 +311,14 @@ def ensure_open_files(needed: int, addresses: int) -> None:
     web of 60 000 PLDs (20 000 addresses) died on ``ulimit -n`` 20 000 with "Too many open
     files" under its config file's write, which a harness reported only as "did not
     start" (a probe, 2026-11-29)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= needed:
-        return
-    if hard != resource.RLIM_INFINITY and hard < needed:
+    why_not = make_room(needed, "simweb")
+    if why_not is not None:
         raise OSError(
             errno.EMFILE,
             f"simweb needs about {needed} open files (one listening socket for each of its "
-            f"{addresses} addresses, plus {SPARE_FILES} for connections), but this process "
-            f"may open at most {hard} (ulimit -Hn): use fewer PLDs (about 3 per address) "
-            "or raise the limit",
+            f"{addresses} addresses, plus {SPARE_FILES} for connections), but {why_not}: "
+            "use fewer PLDs (about 3 per address) or raise the limit",
         )
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-    except (ValueError, OSError) as exc:  # macOS: above kern.maxfilesperproc
-        raise OSError(
-            errno.EMFILE,
-            f"simweb needs about {needed} open files (one listening socket for each of its "
-            f"{addresses} addresses, plus {SPARE_FILES} for connections), but its limit of "
-            f"{soft} could not be raised ({exc}): use fewer PLDs (about 3 per address) or "
-            "raise the limit",
-        ) from exc
-    logger.info("simweb raised its open-file limit from %d to %d", soft, needed)
 
 
 async def serve(

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -402,3 +406,67 @@ def test_aux_on_disk_of_a_store_without_aux_is_an_error(tmp_path):
         drum.write_out()
         with pytest.raises(DrumError, match="store_aux"):
             list(drum.aux_on_disk())
+
+
+def test_close_writes_out_what_a_callback_submitted_during_its_last_merge(tmp_path):
+    # close() writes out, which may merge and deliver; a consumer that feeds its own
+    # store from a delivery left those tuples in RAM, and close() dropped them.
+    stores: list[Drum] = []
+
+    def follow_up(batch) -> None:
+        for i in range(len(batch)):
+            if batch.aux(i).startswith(b"url"):
+                stores[0].check_update(int(batch.keys[i]) + 1, None, b"follow-up")
+
+    drum = Drum(tmp_path, buckets=1, buffer_bytes=1 << 20, bucket_bytes=40,
+                on_results=follow_up, fsync=False)  # fmt: skip
+    stores.append(drum)
+    for key in (100, 200, 300):
+        drum.check_update(key, None, b"url%d" % key)
+    drum.close()  # its write-out reaches r: a merge, whose delivery submits 3 more
+    got = []
+    with Drum(tmp_path, buckets=1, on_results=got.append, fsync=False) as again:
+        assert again.pending_tuples == 3
+        again.merge()
+    assert sorted(int(k) for b in got for k in b.keys) == [101, 201, 301]
+
+
+_UNDER_A_FILE_LIMIT = """
+import resource
+import numpy as np
+from scrapy_irl.drum import CHECK_UPDATE, Drum, DrumError
+resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, {hard}))
+try:
+    drum = Drum({path!r}, buckets=4096, buffer_bytes=1 << 20, bucket_bytes=1 << 30, fsync=False)
+except DrumError as exc:
+    print("refused:", exc)
+else:
+    keys = (np.arange(4096, dtype=np.uint64) << np.uint64(52)) + np.uint64(7)
+    drum.submit(keys, CHECK_UPDATE, aux=[b"x"] * 4096)
+    drum.close()
+    print("ok", resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
+
+
+def _drum_under_a_file_limit(path, soft: int, hard: int) -> str:
+    code = _UNDER_A_FILE_LIMIT.format(path=str(path), soft=soft, hard=hard)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_a_store_with_more_bucket_files_than_the_soft_limit_raises_it(tmp_path):
+    # 4 096 buckets with aux keep 8 192 files open: under the usual soft limit of 1 024
+    # the first write-out failed with a raw "Too many open files", close() too.
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 9000:
+        pytest.skip(f"this machine's hard limit of open files is {hard}")
+    out = _drum_under_a_file_limit(tmp_path, 1024, 9000 if hard == resource.RLIM_INFINITY else hard)
+    assert out.startswith("ok") and int(out.split()[1]) > 8192, out
+
+
+def test_a_store_with_more_bucket_files_than_the_hard_limit_is_refused_with_the_numbers(tmp_path):
+    out = _drum_under_a_file_limit(tmp_path, 1024, 1024)
+    assert out.startswith("refused: a DRUM store of 4096 buckets keeps 8192 files open"), out
+    assert "at most 1024 (ulimit -Hn)" in out, out
