@@ -190,8 +190,8 @@ class DrumDupeFilter(BaseDupeFilter):
     def close(self, reason: str) -> None:
         if self._timer is not None and self._timer.running:
             self._timer.stop()
-        self._publish_stats()
         self.urlseen.close()
+        self._publish_stats()  # after: close's write-out (and merge) counted too
         if self.temporary:
             remove_temporary_directory(self.path)
 

@@ -112,6 +112,19 @@ def test_jobdir_keeps_the_seen_set(tmp_path: Path):
     assert (tmp_path / "irl" / "urlseen" / "MANIFEST").exists()
 
 
+def test_stats_at_close_count_closes_own_write_out(tmp_path: Path):
+    # Published before the store's close, the stats missed its last write-out: a short
+    # crawl ended with urlseen/bytes_appended 0 and 159 bytes in the bucket files.
+    df = make_filter(JOBDIR=str(tmp_path))
+    for i in range(5):
+        df.request_seen(Request(f"http://a.example/{i}"))  # in RAM buffers only
+    df.close("finished")
+    on_disk = sum(f.stat().st_size for f in (tmp_path / "irl" / "urlseen").glob("bucket-*"))
+    stats = df.stats.get_stats()
+    assert on_disk > 0 and stats["urlseen/bytes_appended"] == on_disk
+    assert stats["urlseen/pending"] == 5
+
+
 def test_settings_reach_the_store(tmp_path: Path):
     df = make_filter(IRL_URLSEEN_DIR=str(tmp_path / "seen"), IRL_URLSEEN_BUCKETS=4,
                      IRL_URLSEEN_BUCKET_BYTES=1000, IRL_URLSEEN_BUFFER_BYTES=100)
