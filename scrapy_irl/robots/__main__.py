@@ -26,7 +26,7 @@ from scrapy_irl.exceptions import HostStoreError, HostStoreLockedError
 from scrapy_irl.hosts.records import RobotsKind
 from scrapy_irl.hosts.store import HostStore, headless_data
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
-from scrapy_irl.robots.origin import origin_of
+from scrapy_irl.robots.origin import HTTP_ORIGINS, origin_of
 from scrapy_irl.settings import IRL_CRAWL_DELAY_MAX
 
 KIND_NAMES = {RobotsKind.RULES: "rules", RobotsKind.ALLOW_ALL: "allow all",
@@ -115,6 +115,10 @@ def describe(
         origin = None
     if origin is None:
         return {"url": url, "error": "not a URL with a host"}
+    if not origin.startswith(HTTP_ORIGINS):
+        # the crawl lets such URLs through unchecked (irl_robots/other_scheme): "nothing
+        # cached (the crawl would fetch it)" told a user it would fetch a robots.txt
+        return {"url": url, "origin": origin, "checked": False}
     before = damage.records if damage is not None else 0
     cached = cache.get(origin)
     if cached is None:
@@ -160,6 +164,9 @@ def _record(cached: CachedRobots, now: float) -> dict[str, Any]:
 def _line(info: dict[str, Any]) -> str:
     if "error" in info:
         return f"{info['url']}: {info['error']}"
+    if info.get("checked") is False:
+        return (f"{info['url']}: not checked (the crawl obeys robots.txt for http and https "
+                "URLs only, and lets this one through)")  # fmt: skip
     if info.get("damaged"):
         return (f"{info['url']}: the record of {info['origin']} is damaged (dropped; the crawl "
                 "would fetch robots.txt again)")  # fmt: skip
@@ -195,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give URLs to check, or --list")
     now = time.time()
     damage = _DamageCount()
+    bad_urls = 0
     try:
         with HostStore(store_path(args.store)) as store:
             cache = RobotsCache(store, _parse, on_event=damage)
@@ -204,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for url in args.urls:
                     info = describe(cache, url, args.user_agent, now, damage, args.crawl_delay_max)
                     print(json.dumps(info) if args.json else _line(info))
+                    bad_urls += "error" in info
     except HostStoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if isinstance(exc, HostStoreLockedError):  # its advice is for crawls, not readers
@@ -215,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "record(s) could not be read (a crawl drops and refetches them; move the "
               "store away to start a fresh cache)", file=sys.stderr)  # fmt: skip
         return 2
+    if bad_urls:  # each named above; a script must see it in the status too
+        return 1
     return 0
 
 

@@ -38,8 +38,9 @@ def run(capsys, *argv: str) -> tuple[int, list[str], str]:
 def test_urls_are_judged_by_the_stored_rules(tmp_path: Path, capsys) -> None:
     make_store(tmp_path / "irl" / "hosts")  # a JOBDIR is accepted as well as the store
     code, lines, _ = run(capsys, str(tmp_path), "http://A.test/x", "http://a.test/private/y",
-                         "https://b.test:8443/z", "http://c.test/", "http://d.test/", "nope")  # fmt: skip
-    assert code == 0
+                         "https://b.test:8443/z", "http://c.test/", "http://d.test/", "nope",
+                         "ftp://a.test/x")  # fmt: skip
+    assert code == 1  # "nope" is not a URL: said in the status too (it was 0)
     assert lines[0] == ("http://A.test/x: allowed by http://a.test/robots.txt (rules, HTTP 200, "
                         "fresh, Crawl-delay 3 s)")  # fmt: skip
     assert lines[1].startswith("http://a.test/private/y: DISALLOWED by http://a.test/robots.txt")
@@ -47,6 +48,13 @@ def test_urls_are_judged_by_the_stored_rules(tmp_path: Path, capsys) -> None:
     assert "DISALLOWED" in lines[3] and "expired (the crawl would fetch it again)" in lines[3]
     assert lines[4] == "http://d.test/: nothing cached for http://d.test (the crawl would fetch it)"
     assert lines[5] == "nope: not a URL with a host"
+    # The crawl lets ftp: through unchecked; "nothing cached (the crawl would fetch it)"
+    # was said before.
+    assert lines[6] == ("ftp://a.test/x: not checked (the crawl obeys robots.txt for http "
+                        "and https URLs only, and lets this one through)")
+    code, lines, _ = run(capsys, str(tmp_path), "http://a.test/x", "ftp://a.test/x", "--json")
+    assert code == 0 and json.loads(lines[1]) == {"url": "ftp://a.test/x", "origin": "ftp://a.test",
+                                                  "checked": False}  # fmt: skip
 
 
 def test_user_agent_json_and_list(tmp_path: Path, capsys) -> None:
