@@ -913,12 +913,16 @@ class Beast:
         meanwhile) moves the window on instead: a PLD's URLs keep their spacing of B_x a
         queue, and each comes within reach after finitely many re-reads (thesis VII.2:
         nothing is lost, the whole web is crawled in the end). A fast-forward's jump to
-        the smallest k is taken off the same way."""
+        the smallest k is taken off the same way. A fast-forward that started below
+        j - 1 (budgets grew) stopped below the next window: what it left is moved up to
+        it (negative age), or every k between would land in the window's first queue,
+        more than B_x of a PLD in one queue."""
         age = reached - (self.j - 1)
-        if age <= 0:
+        if age == 0:
             return entry
         budget, admitted = _ENTRY.unpack_from(entry)
-        return _ENTRY.pack(budget, max(0, admitted - age * budget)) + entry[_ENTRY.size :]
+        admitted = min(0xFFFFFFFF, max(0, admitted - age * budget))
+        return _ENTRY.pack(budget, admitted) + entry[_ENTRY.size :]
 
     def _placed(self, entry: bytes) -> tuple[int, bytes]:
         """(k, entry with its budget recomputed) for a Q_F entry. In-degrees only grow, so

@@ -127,6 +127,24 @@ def test_at_the_cap_a_fast_forward_is_taken_off_what_stays_in_qf(tmp_path):
     assert beast.rescans <= 4
 
 
+def test_a_fast_forward_below_the_window_leaves_what_stays_spaced_for_the_next_re_read(
+        tmp_path):  # fmt: skip
+    """A PLD whose budget grew (1 -> 2) since its URLs went to Q_F: the fast-forward
+    starts at k = 0 and places k 0..1; the next, normal, re-read starts at k = j - 1 = 3,
+    so k = 2 and 3 both went to its first queue, 4 URLs of a B_x = 2 PLD in one queue."""
+    beast = Beast(tmp_path, initial_queues=2, max_queues=16, fsync=False,
+                  rebudget=lambda record: 2 if record.startswith(b"big") else None)  # fmt: skip
+    for p in range(1, 21):
+        beast.push(f"big{p}".encode(), 1, p)  # k = P_x >= 1 = j - 1: all in Q_F
+    got = pop(beast)  # the ring is empty: a fast-forward
+    beast.done(got[1])
+    big = [(got[0].decode(), got[1][0])] + [
+        (name, qid) for name, qid in crawl_with_steady_work(beast, 300) if name.startswith("big")
+    ]
+    assert [name for name, _ in big] == [f"big{p}" for p in range(1, 21)]
+    assert max(Counter(qid for _, qid in big).values()) <= 2
+
+
 def test_restart_resumes_unfinished_records_only(tmp_path):
     beast = Beast(tmp_path, initial_queues=2, max_queues=4, fsync=False)
     for i in range(10):
