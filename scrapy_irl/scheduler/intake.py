@@ -127,12 +127,27 @@ class Intake:
             # remembered").
             # Outside the budgets, yet on disk like the rest (start URLs can be millions,
             # and a retry must survive a kill -9): BEAST's front queue, read first.
-            self.urlseen.update(self._key(fingerprint))
+            self._mark_seen(self._key(fingerprint))
             self.beast.push_front(record)
             self.stats.inc_value("scheduler/enqueued")
             return True
         self.urlseen.check_update(self._key(fingerprint), None, record)
         return True
+
+    def _mark_seen(self, key: int) -> None:
+        """URLseen ``update`` of a key fetched without its check (``dont_filter``, a URL's
+        form without its session id): counted apart, as no request waits behind it (a
+        ``dont_filter`` request counted twice in ``len(scheduler)`` until the merge)."""
+        merges = self.urlseen.stats.merges
+        if merges != self._marks_merge:
+            self._marks_merge, self._marks = merges, 0
+        self._marks += 1
+        self.urlseen.update(key)
+
+    def _urlseen_requests(self) -> int:
+        """URLseen's pending tuples that are requests: its seen-marks left out."""
+        marks = self._marks if self.urlseen.stats.merges == self._marks_merge else 0
+        return max(0, self.urlseen.pending_tuples - marks)
 
     def _dedup_fingerprint(self, request: Request) -> bytes:
         """The fingerprint URLseen keys ``request`` on: of its URL without its scheme's
@@ -172,7 +187,7 @@ class Intake:
         its stripped form is recorded too (a later link to it is a duplicate)."""
         stripped = self.strip_session(request.url)
         if stripped is not None:
-            self.urlseen.update(self._key(self._dedup_fingerprint(request.replace(url=stripped))))
+            self._mark_seen(self._key(self._dedup_fingerprint(request.replace(url=stripped))))
 
     def _redirected_to_add_session(self, request: Request, stripped: str) -> bool:
         """``request`` is a redirect whose target, stripped of session ids, is the URL it
@@ -232,7 +247,7 @@ class Intake:
                 {"request": request, "why": why}, extra={"spider": self.spider},
             )  # fmt: skip
         if request.dont_filter or not self.filtering:
-            self.urlseen.update(key)
+            self._mark_seen(key)
             self.stats.inc_value("scheduler/enqueued")
             self._route(request, host)
             self._note_ram_peak()

@@ -244,6 +244,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         self._told_slow_origins: set[str] = set()
         #: Folded source URLs whose spelling redirect was fetched (Intake._spelling_redirect).
         self._spelling_redirected: set[str] = set()
+        # URLseen seen-marks (``update`` only: no request waits behind them) in its
+        # current epoch, and the merge count that epoch began at (``__len__``).
+        self._marks = 0
+        self._marks_merge = -1
         # DUPEFILTER_CLASS = BaseDupeFilter (what ``scrapy shell`` sets, so that a page can
         # be fetched again): nothing is filtered, every request goes as if dont_filter.
         self.filtering = _class_path(settings.get("DUPEFILTER_CLASS")) != _NO_FILTER
@@ -1242,10 +1246,14 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         )
 
     def __len__(self) -> int:
+        """Requests waiting to be handed out, wherever they wait. Until URLseen's next
+        merge a duplicate counts as a request (only the merge can tell); after a restart,
+        URLs that were between URLseen and BEAST at the kill count once they reach BEAST."""
         return (
             len(self._direct)
             + self._ram_items()
             + len(self.beast)
             + self.parked.available  # taken-back ones are counted in RAM
-            + self.urlseen.pending_tuples
+            + self._urlseen_requests()
+            + self.star.admits_pending
         )

@@ -145,6 +145,11 @@ class Star:
         self.hosts_charged = 0
         self.redelivered_skipped = 0
         self.duplicates_undone = 0
+        #: URLs admitted in this run whose result (their way to BEAST) has not come back
+        #: yet: between URLseen and BEAST, for ``len(scheduler)``. Those a kill left in
+        #: the stores are not known (reading every bucket file at open to count them is
+        #: not worth it); their results do not take it below 0.
+        self.admits_pending = 0
         self._corrections: dict[int, int] = {}  # key -> addition to take back, this epoch
         self._corrections_epoch = -1
         # Results (positions) whose correction is already in pld_indegree's files although
@@ -209,6 +214,7 @@ class Star:
         tag = _ADMIT if origin is None else _ADMIT_FROM + _pack_origin(origin)
         aux = tag + pld.encode("utf-8") + b"\x00" + record
         self.plds.check_update(hash64(pld), ADMIT_ONE.tobytes(), aux)
+        self.admits_pending += 1
         if self.hosts is not None:
             # the same host again (a copy URLseen delivered again after a kill included)
             # is a duplicate here: charged once
@@ -260,6 +266,7 @@ class Star:
             tag = batch.aux(i)[:1]
             if tag in (_ADMIT, _ADMIT_FROM):
                 self.redelivered_skipped += 1
+                self._admit_back()
             if self._restored and tag in _SEEN:  # a copy undone before the kill?
                 where = _where(at, i)
                 if where in self._restored:
@@ -304,6 +311,7 @@ class Star:
             self._remember(name.decode("utf-8"), degree, admitted + 1)
             self.on_admitted(record, self.policy(degree), admitted)
             self.admitted += 1
+            self._admit_back()
         if seen_key is not None:  # after: a tuple that raised is owed
             self._applied[seen_key] = origin
 
@@ -321,11 +329,18 @@ class Star:
         self._restored.discard(where)
         self._corrections[key] = self._corrections.get(key, 0) + added
         self.duplicates_undone += 1
+        if tag == _ADMIT_FROM:
+            self._admit_back()
         if tag == _EDGE_FROM:
             self._remember(body.decode("utf-8"), before >> 32, None)
         else:
             pld = body.partition(b"\x00")[0].decode("utf-8")
             self._remember(pld, before >> 32, before & _LOW)
+
+    def _admit_back(self) -> None:
+        """An admission's result came back (queued, skipped as applied, or undone)."""
+        if self.admits_pending:
+            self.admits_pending -= 1
 
     def _remember(self, pld: str, degree: int, admitted: int | None) -> None:
         self._degree[pld] = degree

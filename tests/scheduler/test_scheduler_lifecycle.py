@@ -736,3 +736,29 @@ def test_a_parked_store_that_lost_its_leveldb_log_is_refused_not_resumed_short(
     intact = opened(JOBDIR=str(tmp_path / "intact"))
     assert len(intact.parked) == 20
     intact.close("shutdown")
+
+
+def test_len_counts_each_waiting_request_once_at_every_stage(tmp_path: Path):
+    # A probe of 2026-11-29: five dont_filter requests counted 10 (each also left a seen
+    # mark in URLseen), and URLs between URLseen's merge and BEAST (in STAR's stores)
+    # were not counted at all: len 0 while the scheduler had 5 requests pending.
+    sched = opened(JOBDIR=str(tmp_path), IRL_DRUM_FLUSH_INTERVAL=1000)
+    sched.crawler.engine = mock.MagicMock()
+    try:
+        for i in range(5):
+            sched.enqueue_request(Request(f"http://d{i}.example/p", dont_filter=True))
+        assert len(sched) == 5
+        for i in range(5):
+            sched.enqueue_request(Request(f"http://h{i}.example/page{i}"))
+        assert len(sched) == 10
+        sched.urlseen.merge()  # the 5 reach STAR ...
+        assert sched.star.admits_pending == 5 and len(sched) == 10
+        sched.star.flush()  # ... and BEAST
+        assert sched.star.admits_pending == 0 and len(sched) == 10 == len(sched.beast)
+        # a duplicate counts until URLseen's merge tells it apart, then not
+        sched.enqueue_request(Request("http://h0.example/page0"))
+        assert len(sched) == 11
+        sched.urlseen.merge()
+        assert len(sched) == 10
+    finally:
+        sched.close("shutdown")
