@@ -74,6 +74,9 @@ STAT_PREFIX = "irl_robots"
 #: Meta key of our robots.txt requests: the body bytes read before the download is stopped.
 MAX_BYTES_META = "irl_robots_max_bytes"
 _RECEIVED_META = "_irl_robots_bytes_received"
+#: Meta key set to the status of a robots.txt response the download handler completed,
+#: before the downloader middlewares' process_response (which may still fail it).
+_DOWNLOADED_META = "_irl_robots_downloaded_status"
 #: Status stored for a robots.txt that could not be read: a response a middleware refused,
 #: a redirect that is not followed (see _fetch). It is unavailable: allow all for the TTL.
 UNREADABLE = 399
@@ -214,6 +217,7 @@ class RobotsCacheMiddleware:
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         self._give_back_store = release_if_start_fails(crawler, self.store.release)
         crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
+        crawler.signals.connect(self._response_downloaded, signal=signals.response_downloaded)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -258,6 +262,13 @@ class RobotsCacheMiddleware:
         request.meta[_RECEIVED_META] = received
         if received > limit:
             raise StopDownload(fail=False)
+
+    def _response_downloaded(self, response: Response, request: Request,
+                             spider: Spider | None = None) -> None:  # fmt: skip
+        """Note that a robots.txt response arrived whole: a middleware that fails it
+        afterwards (a body that does not decompress) says nothing of the server's health."""
+        if MAX_BYTES_META in request.meta:
+            request.meta[_DOWNLOADED_META] = response.status
 
     def _cap_decoded_size(self, request: Request) -> None:
         """Bound what HttpCompressionMiddleware may inflate a robots.txt to.
@@ -503,6 +514,20 @@ class RobotsCacheMiddleware:
                 )  # e.g. an offsite filter: says nothing about the host
                 return None
             except Exception as exc:  # noqa: BLE001 - any fetch failure is "unreachable"
+                status = robots_request.meta.get(_DOWNLOADED_META)
+                if status is not None and status < 500 and status != 429:
+                    # The server answered in full and a middleware failed the response
+                    # (a 200 labelled gzip that is not: BadGzipFile). Unreadable, so
+                    # unavailable: allow all for the TTL, as a refused response. Taken
+                    # as unreachable, it disallowed the whole site, at every re-fetch.
+                    self._inc("response_dropped")
+                    logger.warning(
+                        "robots.txt of %(origin)s (HTTP %(status)d) failed in a downloader "
+                        "middleware: %(kind)s: %(exc)s; read as unavailable (allow all)",
+                        {"origin": origin, "status": status, "kind": type(exc).__name__,
+                         "exc": exc}, extra={"spider": self.crawler.spider},
+                    )  # fmt: skip
+                    return self._store_unreadable(origin, previous_record)
                 if not hop and isinstance(exc, DNS_ERRORS) and self._resolved_here(origin):
                     # The downloader looked the name up itself (DNSCACHE_ENABLED off, or
                     # a resolver that does not read Scrapy's cache) and failed, while the
