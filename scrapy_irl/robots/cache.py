@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from scrapy_irl.hosts.records import RecordError, RobotsKind, RobotsRecord
 from scrapy_irl.hosts.store import DiscardLog, HostStore
-from scrapy_irl.robots.matching import url_for_rules
+from scrapy_irl.robots.matching import urls_for_rules
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class CachedRobots:
     def allowed(self, url: str | bytes, user_agent: str | bytes) -> bool:
         """Whether the rules let ``user_agent`` fetch ``url`` (text or UTF-8 bytes, as
         Scrapy's robots parsers take them)."""
-        return bool(self.rules.allowed(url_for_rules(_text(url)), user_agent))
+        return all(self.rules.allowed(form, user_agent) for form in urls_for_rules(_text(url)))
 
     def crawl_delay(self, user_agent: str | bytes) -> float | None:
         """Seconds between requests asked by Crawl-delay or Request-rate (the larger)."""

@@ -7,6 +7,11 @@ did not match, while the server, resolving the segments as RFC 3986 section 5.2.
 (Apache, nginx and Python's ``http.server`` do), served ``/private/x``. A probe fetched two
 such pages in stock Scrapy and in scrapy-irl alike. Rules are matched here against the
 path the server will serve; the request itself is sent unchanged.
+
+Empty segments likewise: nginx (``merge_slashes``, on by default) and ``http.server``
+serve ``//private/x`` as ``/private/x``, which ``Disallow: /private/`` did not match (a
+probe, 2026-11-29), while others (Apache) serve it as written. A URL whose path has
+repeated slashes is therefore allowed only if both forms are (:func:`urls_for_rules`).
 """
 
 from __future__ import annotations
@@ -51,3 +56,19 @@ def url_for_rules(url: str) -> str:
     if "/." not in lowered and "/%2e" not in lowered:
         return url
     return urlunsplit(parts._replace(path=remove_dot_segments(path)))
+
+
+def urls_for_rules(url: str) -> tuple[str, ...]:
+    """The URLs whose paths the rules must all allow: :func:`url_for_rules`, and, when
+    its path repeats slashes, the same with them merged (a server may serve either)."""
+    resolved = url_for_rules(url)
+    start = resolved.find("://")
+    if resolved.find("//", start + 3 if start >= 0 else 0) < 0:
+        return (resolved,)  # the common case: no repeated slash anywhere after the scheme
+    parts = urlsplit(resolved)
+    if "//" not in parts.path:
+        return (resolved,)  # in the query ("?next=http://...") or the fragment
+    merged = "/" + "/".join(segment for segment in parts.path.split("/") if segment)
+    if parts.path.endswith("/") and merged != "/":
+        merged += "/"
+    return resolved, urlunsplit(parts._replace(path=merged))

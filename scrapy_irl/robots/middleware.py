@@ -50,7 +50,7 @@ from scrapy_irl.refusal import refusing_start
 from scrapy_irl.startfail import release_if_start_fails
 from scrapy_irl.robots import reduce
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
-from scrapy_irl.robots.matching import url_for_rules
+from scrapy_irl.robots.matching import urls_for_rules
 from scrapy_irl.robots.origin import HTTP_ORIGINS, origin_host, origin_of
 from scrapy_irl.robots.policy import NO_RESPONSE, RobotsPolicy
 
@@ -385,7 +385,8 @@ class RobotsCacheMiddleware:
         """Raise IgnoreRequest if ``rp`` forbids ``request`` (Scrapy's method, same contract)."""
         if rp is None:
             return
-        if not rp.allowed(url_for_rules(request.url), self.user_agent(request)):
+        agent = self.user_agent(request)
+        if not all(rp.allowed(url, agent) for url in urls_for_rules(request.url)):
             self._forbid(request)
 
     @staticmethod

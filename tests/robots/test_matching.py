@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_irl.robots.matching import remove_dot_segments, url_for_rules
+from scrapy_irl.robots.matching import remove_dot_segments, url_for_rules, urls_for_rules
 from tests.robots.fakes import FakeWeb, outcome
 
 
@@ -59,3 +59,38 @@ def test_dot_segments_do_not_get_past_a_disallow(make) -> None:
         assert outcome(mw, url).startswith("Forbidden by robots.txt"), url
     assert outcome(mw, "http://a.test/private/../public/x") == "allowed"
     assert outcome(mw, "http://a.test/./public") == "allowed"
+
+
+@pytest.mark.parametrize(("url", "forms"), [
+    ("http://h.test/a/b?next=http://x//y", ("http://h.test/a/b?next=http://x//y",)),
+    ("http://h.test//private//x/", ("http://h.test//private//x/", "http://h.test/private/x/")),
+    ("http://h.test/a/.//b", ("http://h.test/a//b", "http://h.test/a/b")),
+    ("http://h.test//", ("http://h.test//", "http://h.test/")),
+])  # fmt: skip
+def test_a_path_with_repeated_slashes_is_matched_in_both_forms(url: str, forms: tuple) -> None:
+    assert urls_for_rules(url) == forms
+
+
+def test_repeated_slashes_do_not_get_past_a_disallow(make) -> None:
+    """nginx and http.server serve ``//private/x`` as ``/private/x``: a probe of
+    2026-11-29 found ``Disallow: /private/`` did not match it. A rule written with the
+    slashes doubled still matches the path as written."""
+    web = FakeWeb({"http://a.test/robots.txt": (200, b"User-agent: *\nDisallow: /private/\n"
+                                                      b"Disallow: /raw//path\n")})  # fmt: skip
+    mw = make(web)
+    for url in ("http://a.test//private/x", "http://a.test/private//x",
+                "http://a.test///private///", "http://a.test/raw//path"):  # fmt: skip
+        assert outcome(mw, url).startswith("Forbidden by robots.txt"), url
+    assert outcome(mw, "http://a.test//public//x") == "allowed"
+
+
+def test_the_cache_api_matches_both_forms_too(tmp_path) -> None:
+    from scrapy_irl.robots.cache import CachedRobots
+
+    class Rules:  # Disallow: /private/
+        def allowed(self, url: str, agent: str) -> bool:
+            return not url.partition("//")[2].partition("/")[2].startswith("private/")
+
+    cached = CachedRobots(record=None, rules=Rules())  # type: ignore[arg-type]
+    assert not cached.allowed("http://a.test//private//x", "*")
+    assert cached.allowed("http://a.test//public//x", "*")
