@@ -77,6 +77,8 @@ _RECEIVED_META = "_irl_robots_bytes_received"
 #: Meta key set to the status of a robots.txt response the download handler completed,
 #: before the downloader middlewares' process_response (which may still fail it).
 _DOWNLOADED_META = "_irl_robots_downloaded_status"
+#: Redirects a robots.txt fetch follows (RFC 9110 section 15.4; 304 is not one).
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: Status stored for a robots.txt that could not be read: a response a middleware refused,
 #: a redirect that is not followed (see _fetch). It is unavailable: allow all for the TTL.
 UNREADABLE = 399
@@ -567,7 +569,9 @@ class RobotsCacheMiddleware:
             self.stats.inc_value("robotstxt/response_count")
             self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
             location = response.headers.get(b"Location")
-            if 300 <= response.status < 400 and location:
+            # The statuses Scrapy's RedirectMiddleware follows: a 304 (or 300) carrying a
+            # Location was followed, and its target's body replaced the copy in hand.
+            if response.status in REDIRECT_STATUSES and location:
                 if hop < self.policy.max_redirects:
                     self._inc("redirects")
                     # As Scrapy's RedirectMiddleware reads Location (UTF-8, made safe);

@@ -198,6 +198,17 @@ def test_redirects_followed_up_to_five(make):
     assert stat(mw, "irl_robots/redirects") == 5
 
 
+@pytest.mark.parametrize("status", [300, 304, 305])
+def test_a_status_that_is_not_a_redirect_is_not_followed_for_its_location(make, status):
+    # A 304 with a Location was followed (any 3xx was), and the target's rules replaced
+    # the copy in hand; Scrapy's RedirectMiddleware follows 301, 302, 303, 307, 308 only.
+    web = FakeWeb({"http://a.test/robots.txt": (status, b"", {"Location": "http://a.test/other"}),
+                   "http://a.test/other": (200, b"User-agent: *\nDisallow: /\n")})  # fmt: skip
+    mw = make(web)
+    assert outcome(mw, "http://a.test/page") == "allowed"
+    assert web.urls == ["http://a.test/robots.txt"]
+
+
 def test_a_redirect_to_another_origins_robots_txt_serves_that_origin_too(make):
     # http -> https, the commonest redirect: the answer at the end of the chain is the
     # https origin's own robots.txt, so its pages need no second fetch.
