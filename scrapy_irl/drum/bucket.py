@@ -20,6 +20,7 @@ from scrapy_irl.drum.records import (
     FRAME_HEADER,
     MAGIC_AUX,
     MAGIC_KV,
+    UPDATE,
     decode_aux,
     encode_aux,
     encode_frame,
@@ -71,6 +72,8 @@ class Bucket:
         self.buffered_records = 0
         self.file_bytes = 0  # bytes of Q_i^H on disk (the thesis' bucket size)
         self.file_records = 0
+        #: Of the records found at open (:meth:`recover`), those of ``update`` alone.
+        self.recovered_updates = 0
         self.bytes_read = 0  # bytes read back by read_records/read_aux
         self._kv_fd: int | None = None
         self._aux_fd: int | None = None
@@ -282,6 +285,10 @@ class Bucket:
             os.truncate(self.kv_path, kv_scan.valid_length)
         self.file_bytes = kv_scan.valid_length
         self.file_records = sum(f.count for f in kv_scan.frames)
+        self.recovered_updates = sum(
+            int(np.count_nonzero(np.frombuffer(f.payload, dtype=self.record_dtype)["op"] == UPDATE))
+            for f in kv_scan.frames
+        )
         return dropped
 
     def read_records(self) -> np.ndarray:

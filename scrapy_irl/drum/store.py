@@ -367,6 +367,12 @@ class Drum:
 
     def _recover(self) -> None:
         dropped = sum(bucket.recover() for bucket in self._buckets)
+        #: Tuples of ``update`` alone among those found pending at open (a consumer that
+        #: counts its seen-marks apart from its checks: the IRL scheduler's ``len``).
+        self.recovered_updates = sum(bucket.recovered_updates for bucket in self._buckets)
+        #: The epoch current at open: results of earlier (owed) epochs come from tuples an
+        #: earlier run submitted.
+        self.recovered_epoch = self._manifest.epoch
         if dropped:
             logger.warning(
                 "DRUM %s: dropped %d tuples of a batch torn by a crash", self.path, dropped

@@ -456,6 +456,8 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
             self.path, settings, self.star, self._on_urlseen_results, fsync=fsync
         )
         self._closers.append(("URLseen", lambda: self.urlseen.close()))
+        # seen-marks a previous run left pending (len(scheduler) leaves them out)
+        self._marks, self._marks_merge = self.urlseen.recovered_updates, self.urlseen.stats.merges
         resumed = (self.path / FRONTIER_MARKER).exists()
         # for a spider whose URLs depend on state of its own (a port, a session) that a
         # resumed frontier needs back
@@ -1248,7 +1250,7 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
     def __len__(self) -> int:
         """Requests waiting to be handed out, wherever they wait. Until URLseen's next
         merge a duplicate counts as a request (only the merge can tell); after a restart,
-        URLs that were between URLseen and BEAST at the kill count once they reach BEAST."""
+        admissions of a STAR epoch owed at open count once they reach BEAST."""
         return (
             len(self._direct)
             + self._ram_items()

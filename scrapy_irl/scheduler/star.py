@@ -145,10 +145,11 @@ class Star:
         self.hosts_charged = 0
         self.redelivered_skipped = 0
         self.duplicates_undone = 0
-        #: URLs admitted in this run whose result (their way to BEAST) has not come back
-        #: yet: between URLseen and BEAST, for ``len(scheduler)``. Those a kill left in
-        #: the stores are not known (reading every bucket file at open to count them is
-        #: not worth it); their results do not take it below 0.
+        #: URLs admitted whose result (their way to BEAST) has not come back yet: between
+        #: URLseen and BEAST, for ``len(scheduler)``. Set at open below: the check+update
+        #: tuples found pending (admissions; link and host tuples are updates). Those of an
+        #: epoch owed at open (a kill between a merge and its acknowledgement) are not
+        #: counted.
         self.admits_pending = 0
         self._corrections: dict[int, int] = {}  # key -> addition to take back, this epoch
         self._corrections_epoch = -1
@@ -184,6 +185,7 @@ class Star:
             before_ack=self._plds_durable,
             **options,
         )
+        self.admits_pending = self.plds.pending_tuples - self.plds.recovered_updates
         if self.plds.pending_deliveries:
             self._undone = self._undone_on_disk()
             self._restored = set(self._undone)
@@ -266,7 +268,7 @@ class Star:
             tag = batch.aux(i)[:1]
             if tag in (_ADMIT, _ADMIT_FROM):
                 self.redelivered_skipped += 1
-                self._admit_back()
+                self._admit_back(at[0])
             if self._restored and tag in _SEEN:  # a copy undone before the kill?
                 where = _where(at, i)
                 if where in self._restored:
@@ -297,6 +299,8 @@ class Star:
             seen_key, origin = seen[tag], _position(epoch, seq)
             body = aux[1 + _ORIGIN.size :]
             if origin <= self._applied.get(seen_key, -1):
+                if tag == _ADMIT_FROM:
+                    self._admit_back(at[0])
                 self._undo(key, tag, body, before, _where(at, i))
                 return
         if tag == _UNDO:
@@ -311,7 +315,7 @@ class Star:
             self._remember(name.decode("utf-8"), degree, admitted + 1)
             self.on_admitted(record, self.policy(degree), admitted)
             self.admitted += 1
-            self._admit_back()
+            self._admit_back(at[0])
         if seen_key is not None:  # after: a tuple that raised is owed
             self._applied[seen_key] = origin
 
@@ -329,17 +333,16 @@ class Star:
         self._restored.discard(where)
         self._corrections[key] = self._corrections.get(key, 0) + added
         self.duplicates_undone += 1
-        if tag == _ADMIT_FROM:
-            self._admit_back()
         if tag == _EDGE_FROM:
             self._remember(body.decode("utf-8"), before >> 32, None)
         else:
             pld = body.partition(b"\x00")[0].decode("utf-8")
             self._remember(pld, before >> 32, before & _LOW)
 
-    def _admit_back(self) -> None:
-        """An admission's result came back (queued, skipped as applied, or undone)."""
-        if self.admits_pending:
+    def _admit_back(self, epoch: int) -> None:
+        """An admission's result of ``epoch`` came back (queued, skipped as applied, or
+        undone): counted down, unless its epoch was owed at open (not counted up)."""
+        if epoch >= self.plds.recovered_epoch and self.admits_pending:
             self.admits_pending -= 1
 
     def _remember(self, pld: str, degree: int, admitted: int | None) -> None:

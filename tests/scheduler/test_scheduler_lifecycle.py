@@ -762,3 +762,36 @@ def test_len_counts_each_waiting_request_once_at_every_stage(tmp_path: Path):
         assert len(sched) == 10
     finally:
         sched.close("shutdown")
+
+
+def test_len_after_a_restart_counts_what_the_last_run_left_once(tmp_path: Path):
+    # Seen-marks and admissions the last run left pending in URLseen and STAR: the marks
+    # counted as requests after a restart (len 10 for 5 dont_filter requests), and this
+    # run's count of admissions was taken down by the last run's.
+    sched = opened(JOBDIR=str(tmp_path), IRL_DRUM_FLUSH_INTERVAL=1000)
+    sched.crawler.engine = mock.MagicMock()
+    for i in range(5):
+        sched.enqueue_request(Request(f"http://d{i}.example/p", dont_filter=True))
+    sched.close("shutdown")  # the 5 marks stay pending in URLseen
+    sched = opened(JOBDIR=str(tmp_path), IRL_DRUM_FLUSH_INTERVAL=1000)
+    sched.crawler.engine = mock.MagicMock()
+    try:
+        assert sched.urlseen.pending_tuples == 5 and len(sched) == 5 == len(sched.beast)
+        for i in range(3):
+            sched.enqueue_request(Request(f"http://h{i}.example/page{i}"))
+        sched.urlseen.merge()
+        assert len(sched) == 8 and sched.star.admits_pending == 3
+    finally:
+        sched.close("shutdown")  # the 3 admissions stay pending in STAR
+    sched = opened(JOBDIR=str(tmp_path), IRL_DRUM_FLUSH_INTERVAL=1000)
+    sched.crawler.engine = mock.MagicMock()
+    try:
+        assert sched.star.admits_pending == 3 and len(sched) == 8
+        for i in range(4):
+            sched.enqueue_request(Request(f"http://n{i}.example/page{i}"))
+        sched.urlseen.merge()
+        assert len(sched) == 12
+        sched.star.flush()
+        assert sched.star.admits_pending == 0 and len(sched) == 12 == len(sched.beast)
+    finally:
+        sched.close("shutdown")
