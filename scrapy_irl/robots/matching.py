@@ -60,15 +60,28 @@ def url_for_rules(url: str) -> str:
 
 def urls_for_rules(url: str) -> tuple[str, ...]:
     """The URLs whose paths the rules must all allow: :func:`url_for_rules`, and, when
-    its path repeats slashes, the same with them merged (a server may serve either)."""
+    the path repeats slashes, the forms a server that merges them may serve: merged
+    before the dot segments are resolved (nginx, ``http.server``: ``/a//../private/x`` is
+    ``/private/x``) and after (``/a/.//b`` is ``/a/b``)."""
     resolved = url_for_rules(url)
-    start = resolved.find("://")
-    if resolved.find("//", start + 3 if start >= 0 else 0) < 0:
+    start = url.find("://")
+    if url.find("//", start + 3 if start >= 0 else 0) < 0:
         return (resolved,)  # the common case: no repeated slash anywhere after the scheme
-    parts = urlsplit(resolved)
-    if "//" not in parts.path:
+    parts = urlsplit(url)
+    if "//" not in parts.path or not parts.path.startswith("/"):
         return (resolved,)  # in the query ("?next=http://...") or the fragment
-    merged = "/" + "/".join(segment for segment in parts.path.split("/") if segment)
-    if parts.path.endswith("/") and merged != "/":
+    forms = [resolved]
+    for path in (remove_dot_segments(_merged(parts.path)),
+                 _merged(urlsplit(resolved).path)):  # fmt: skip
+        form = urlunsplit(parts._replace(path=path))
+        if form not in forms:
+            forms.append(form)
+    return tuple(forms)
+
+
+def _merged(path: str) -> str:
+    """``path`` with each run of slashes made one."""
+    merged = "/" + "/".join(segment for segment in path.split("/") if segment)
+    if path.endswith("/") and merged != "/":
         merged += "/"
-    return resolved, urlunsplit(parts._replace(path=merged))
+    return merged
