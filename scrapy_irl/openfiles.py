@@ -4,6 +4,9 @@ A DRUM store keeps two files open per bucket for a whole epoch (up to 8 192 at i
 buckets) and simweb one listening socket per address: both ran into the usual soft
 limit of 1 024 with a raw "Too many open files" in the middle of their work. They ask
 for room here first, and refuse at the start with the numbers when there is none.
+DRUM opens its bucket files lazily, at its first write-out, so stores opened one after
+the other each saw room for itself alone: each *reserves* its files here until it
+closes, and the next one's room counts them.
 """
 
 from __future__ import annotations
@@ -40,3 +43,25 @@ def make_room(needed: int, what: str) -> str | None:
         return f"its limit of {soft} could not be raised ({exc})"
     logger.info("%s raised its open-file limit from %d to %d", what, soft, needed)
     return None
+
+
+#: Descriptors reserved by open components that open them lazily (:func:`reserve`).
+_reserved = 0
+
+
+def reserve(count: int, spare: int, what: str) -> str | None:
+    """Make room for ``count`` more descriptors beside those open now, those reserved by
+    others and ``spare``; on success they stay reserved until :func:`release`. None when
+    there is room, else why not (as :func:`make_room`). Those of the others already
+    opened are counted twice: the room asked for errs high by at most that."""
+    global _reserved
+    why_not = make_room(open_descriptors() + _reserved + count + spare, what)
+    if why_not is None:
+        _reserved += count
+    return why_not
+
+
+def release(count: int) -> None:
+    """Give back descriptors reserved with :func:`reserve`."""
+    global _reserved
+    _reserved = max(0, _reserved - count)

@@ -70,7 +70,7 @@ from scrapy_irl.drum.records import (
     scan_frames,
 )
 from scrapy_irl.exceptions import DrumCorruptionError, DrumError
-from scrapy_irl.openfiles import make_room, open_descriptors
+from scrapy_irl.openfiles import release, reserve
 
 logger = logging.getLogger(__name__)
 
@@ -228,13 +228,6 @@ class Drum:
         # buckets, past the usual soft limit of 1 024. Found out at the first write-out,
         # it was a raw OSError there and at every one after, close() included (the
         # store's lock was never released: a probe, 2026-11-29).
-        files = buckets * (2 if store_aux else 1)
-        why_not = make_room(open_descriptors() + files + SPARE_FILES, "DRUM")
-        if why_not is not None:
-            raise DrumError(
-                f"a DRUM store of {buckets} buckets keeps {files} files open, but {why_not}: "
-                "use fewer buckets or raise the limit (ulimit -n)"
-            )
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -278,9 +271,25 @@ class Drum:
             self._manifest = self._open_manifest(verify_on_open)
             self._buckets = self._make_buckets(self._manifest.epoch)
             self._recover()
+            self._reserve_bucket_files()
         except BaseException:
             os.close(self._lock_fd)
             raise
+
+    def _reserve_bucket_files(self) -> None:
+        """Make room for the bucket files, kept open for an epoch (two a bucket with aux,
+        8 192 at 4 096 buckets, past the usual soft limit of 1 024), and reserve it until
+        close: they are opened at the first write-out, so the next store's room must
+        count them. Found out there, the limit was a raw OSError at every write-out,
+        close() included (the store's lock never released: a probe, 2026-11-29)."""
+        files = self.k * (2 if self.store_aux else 1)
+        why_not = reserve(files, SPARE_FILES, "DRUM")
+        if why_not is not None:
+            raise DrumError(
+                f"a DRUM store of {self.k} buckets keeps {files} files open, but {why_not}: "
+                "use fewer buckets or raise the limit (ulimit -n)"
+            )
+        self._reserved_files = files
 
     # -- opening and recovery --------------------------------------------------------------
 
@@ -1012,6 +1021,7 @@ class Drum:
             self._cache_index.close()
             self._cache_index = None
         self._closed = True
+        release(self._reserved_files)
         os.close(self._lock_fd)
 
     def __enter__(self) -> Self:

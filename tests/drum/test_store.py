@@ -470,3 +470,40 @@ def test_a_store_with_more_bucket_files_than_the_hard_limit_is_refused_with_the_
     out = _drum_under_a_file_limit(tmp_path, 1024, 1024)
     assert out.startswith("refused: a DRUM store of 4096 buckets keeps 8192 files open"), out
     assert "at most 1024 (ulimit -Hn)" in out, out
+
+
+_TWO_STORES = """
+import resource
+import numpy as np
+from scrapy_irl.drum import CHECK_UPDATE, Drum, DrumError
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, {hard}))
+keys = (np.arange(1024, dtype=np.uint64) << np.uint64(54)) + np.uint64(7)
+stores = []
+try:
+    for name in ("a", "b"):
+        stores.append(Drum({path!r} + "/" + name, buckets=1024, bucket_bytes=1 << 30, fsync=False))
+    for store in stores:
+        store.submit(keys, CHECK_UPDATE, aux=[b"x"] * 1024)
+        store.write_out()
+except DrumError as exc:
+    print("refused:", exc)
+else:
+    print("ok")
+for store in stores:
+    store.close()
+"""
+
+
+@pytest.mark.parametrize(("hard", "expected"), [(4000, "refused: a DRUM store of 1024 buckets"),
+                                                (9000, "ok")])  # fmt: skip
+def test_stores_opened_one_after_the_other_count_each_others_files(tmp_path, hard, expected):
+    # Bucket files are opened at the first write-out: each store saw room for itself
+    # alone, and two of 1 024 buckets under a hard limit of 4 000 failed with a raw
+    # "Too many open files" at their write-outs (a review, 2026-11-29).
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if limit != resource.RLIM_INFINITY and limit < hard:
+        pytest.skip(f"this machine's hard limit of open files is {limit}")
+    proc = subprocess.run([sys.executable, "-c", _TWO_STORES.format(path=str(tmp_path), hard=hard)],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith(expected), proc.stdout + proc.stderr[-2000:]
