@@ -71,6 +71,7 @@ ROWS = (
     ("Retry-After violations", "retry_after_violations"),
     ("requests breaking tau_h", "broke_tau_h"),
     ("requests breaking tau_s", "broke_tau_s"),
+    ("requests overlapping one to their host", "overlapping_per_host"),
     ("Spearman(in-degree, pages)", "spearman_indegree_pages"),
     ("top-50 PLDs with >= 10 pages", "top_coverage"),
     ("downloader stalled, work due", "stalled_while_due"),

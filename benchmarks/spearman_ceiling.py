@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scrapy_irl.simweb.log import read_log  # noqa: E402
-from scrapy_irl.simweb.model import Web, web_for  # noqa: E402
-from scrapy_irl.simweb.report import ROBOTS_PATH, spearman, top_plds  # noqa: E402
+from scrapy_irl.simweb.model import ROBOTS_PATHS, Web, web_for  # noqa: E402
+from scrapy_irl.simweb.report import NO_HOST, as_served, spearman, top_plds  # noqa: E402
 from scrapy_irl.simweb.robots_truth import RobotsTruth  # noqa: E402
 
 UNBOUNDED = 1 << 40
@@ -89,12 +89,13 @@ def crawled_pages(web: Web, log: Path) -> list[int]:
     seen: set[tuple[str, str]] = set()
     per: Counter[int] = Counter()
     for r in records:
-        if r.status == 421 or r.target.partition("?")[0] == ROBOTS_PATH:
+        host, target = as_served(r.host, r.target)
+        if r.status == 421 or host == NO_HOST or target.partition("?")[0] in ROBOTS_PATHS:
             continue
-        pld = web.pld_of(r.host)
-        if pld is None or (r.host, r.target) in seen:
+        pld = web.pld_of(host)
+        if pld is None or (host, target) in seen:
             continue
-        seen.add((r.host, r.target))
+        seen.add((host, target))
         per[pld.index] += 1
     return [per.get(p.index, 0) for p in web.plds]
 

@@ -71,6 +71,9 @@ BLOG_LINK_P = 0.25
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _BLOG_USER = re.compile(r"^u(\d+)$")
 
+#: Paths simweb answers with a robots.txt: its own, and the target of its robots redirect.
+ROBOTS_PATHS = ("/robots.txt", "/robots-moved.txt")
+
 
 @dataclass(frozen=True)
 class Pld:
@@ -375,7 +378,7 @@ class Web:
         if h is None:
             return "unresolvable"
         path, _, query = target.partition("?")
-        if path in ("/robots.txt", "/robots-moved.txt"):
+        if path in ROBOTS_PATHS:
             return "robots"
         if h.kind == "spam":
             return "spam"

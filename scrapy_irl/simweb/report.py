@@ -38,11 +38,13 @@ import numpy as np
 
 from scrapy_irl.simweb.config import WebConfig
 from scrapy_irl.simweb.log import LogRecord, read_log
-from scrapy_irl.simweb.model import Web, web_for
+from scrapy_irl.robots.matching import remove_dot_segments
+from scrapy_irl.simweb.model import ROBOTS_PATHS, Web, web_for
 from scrapy_irl.simweb.pages import RETRY_AFTER_STATUSES
 from scrapy_irl.simweb.robots_truth import RobotsTruth
 
-ROBOTS_PATH = "/robots.txt"
+#: The host the server logs for a request without a Host header (answered 400).
+NO_HOST = "-"
 DEFAULT_TAU_H = 2.0
 DEFAULT_TAU_S = 0.5
 #: Log times are rounded to microseconds: a request this much early is not counted.
@@ -99,6 +101,30 @@ def _inside_a_pause(holds: dict[str, list[tuple[float, float]]], host: str, star
     return any(end <= start for end, _ in live)
 
 
+def as_served(host: str, target: str) -> tuple[str, str]:
+    """(host, target) as the server served them: the name without the root's trailing
+    dot (the model's one host), the path without dot segments (the server resolves them:
+    ``/x/../private/1.html`` is ``/private/1.html``, judged against robots.txt as such)."""
+    path, mark, query = target.partition("?")
+    if path.startswith("/"):
+        path = remove_dot_segments(path)
+    return host.rstrip(".") or host, path + mark + query
+
+
+def _overlaps(spans: dict[str, list[tuple[float, float]]]) -> int:
+    """Requests that started before an earlier request to their host had been answered
+    (start, end as the server saw them; ends rounded in the log, hence the slack)."""
+    count = 0
+    for intervals in spans.values():
+        intervals.sort()
+        answered_by = -math.inf
+        for start, end in intervals:
+            if start < answered_by - RETRY_AFTER_SLACK:
+                count += 1
+            answered_by = max(answered_by, end)
+    return count
+
+
 def _canonical(target: str) -> str:
     path, _, query = target.partition("?")
     kept = [p for p in query.split("&") if p and not p.startswith("sid=")]
@@ -127,54 +153,60 @@ def judge(
     seen: set[tuple[str, str]] = set()
     content: set[tuple[str, str]] = set()
     pages_per_pld: Counter[int] = Counter()
-    violations = before_robots = on_robots_5xx = crawl_delay_broken = misdirected = 0
+    violations = before_robots = on_robots_5xx = crawl_delay_broken = misdirected = no_host = 0
     last_on_host: dict[str, float] = {}
     retry_after = web.config.retry_after
     holds: dict[str, list[tuple[float, float]]] = defaultdict(list)  # host -> (end, until)
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)  # host -> (start, end)
     retry_after_broken = 0
     for r in records:
         statuses[f"{r.status // 100}xx"] += 1
-        if r.host in holds:
-            retry_after_broken += _inside_a_pause(holds, r.host, r.start)
+        host, target = as_served(r.host, r.target)
+        if host in holds:
+            retry_after_broken += _inside_a_pause(holds, host, r.start)
         if (retry_after and r.status in RETRY_AFTER_STATUSES
-                and r.target.startswith("/status/")):  # fmt: skip
+                and target.startswith("/status/")):  # fmt: skip
             end = r.start + r.duration
-            holds[r.host].append((end, end + retry_after))
+            holds[host].append((end, end + retry_after))
         ip_times[r.ip].append(r.start)
         if r.status == 421:  # not served as that host: load on the IP only
             misdirected += 1
             continue
-        kind = web.classify(r.host, r.target)
-        kinds[kind] += 1
-        path = r.target.partition("?")[0]
-        host_times[r.host].append(r.start)
-        if path == ROBOTS_PATH:
-            robots_per_host[r.host] += 1
-            first_robots.setdefault(r.host, r.start)
-            last_on_host[r.host] = r.start
+        if host == NO_HOST:  # no Host header (answered 400): no host's, the IP's load only
+            no_host += 1
             continue
-        key = (r.host, r.target)
+        kind = web.classify(host, target)
+        kinds[kind] += 1
+        path = target.partition("?")[0]
+        host_times[host].append(r.start)
+        spans[host].append((r.start, r.start + r.duration))
+        if path in ROBOTS_PATHS:  # its own robots.txt, or the target of its redirect
+            robots_per_host[host] += 1
+            first_robots.setdefault(host, r.start)
+            last_on_host[host] = r.start
+            continue
+        key = (host, target)
         if key not in seen:
             seen.add(key)
-            pld = web.pld_of(r.host)
+            pld = web.pld_of(host)
             if pld is not None:
                 pages_per_pld[pld.index] += 1
-        content.add((r.host, _canonical(r.target)))
-        if r.host not in first_robots:
+        content.add((host, _canonical(target)))
+        if host not in first_robots:
             before_robots += 1
-        served = truth.get(r.host)
+        served = truth.get(host)
         if served is not None:
             if served.unavailable:
                 on_robots_5xx += 1
-            elif not served.allowed(web.url(r.host, r.target), user_agent):
+            elif not served.allowed(web.url(host, target), user_agent):
                 violations += 1
             delay = served.crawl_delay(user_agent)
-            prev = last_on_host.get(r.host)
+            prev = last_on_host.get(host)
             if delay and prev is not None and r.start - prev < delay:
                 crawl_delay_broken += 1
-        last_on_host[r.host] = r.start
+        last_on_host[host] = r.start
     n = len(records)
-    non_robots = n - misdirected - sum(robots_per_host.values())
+    non_robots = n - misdirected - no_host - sum(robots_per_host.values())
     min_gap_host, broke_h = _gaps(host_times, tau_h)
     min_gap_ip, broke_s = _gaps(ip_times, tau_s)
     degree = web.in_degree
@@ -198,6 +230,7 @@ def judge(
         "trap_requests": kinds["trap"],
         "trap_share": _share(kinds["trap"], n),
         "misdirected_421": misdirected,
+        "without_host_header": no_host,
         "pages_by_pld_kind": dict(sorted(pages_by_kind.items())),
         "robots_fetches": sum(robots_per_host.values()),
         "robots_hosts": len(robots_per_host),
@@ -214,6 +247,7 @@ def judge(
         "broke_tau_h": broke_h,
         "min_gap_per_ip_s": _round(min_gap_ip),
         "broke_tau_s": broke_s,
+        "overlapping_per_host": _overlaps(spans),
         "hosts_fetched": len(host_times),
         "ips_fetched": len(ip_times),
         "plds_fetched": sum(1 for c in per_pld if c),
@@ -250,6 +284,7 @@ def format_table(result: dict[str, Any]) -> str:
         ("spam requests (share)", f"{result['spam_requests']} ({result['spam_share']:.2%})"),
         ("trap requests (share)", f"{result['trap_requests']} ({result['trap_share']:.2%})"),
         ("misdirected (421)", result["misdirected_421"]),
+        ("without a Host header (400)", result.get("without_host_header", 0)),
         ("pages by PLD kind", " ".join(f"{k}={v}" for k, v in result["pages_by_pld_kind"].items())),
         ("robots.txt fetches / hosts", f"{result['robots_fetches']} / {result['robots_hosts']}"),
         ("robots fetches max per host", result["robots_fetches_max_per_host"]),
@@ -263,6 +298,7 @@ def format_table(result: dict[str, Any]) -> str:
         (f"requests breaking tau_h={result['tau_h']}s", result["broke_tau_h"]),
         ("min gap per IP (s)", result["min_gap_per_ip_s"]),
         (f"requests breaking tau_s={result['tau_s']}s", result["broke_tau_s"]),
+        ("requests while one to the host was answered", result["overlapping_per_host"]),
         ("hosts / IPs / PLDs fetched", f"{result['hosts_fetched']} / {result['ips_fetched']} / {result['plds_fetched']}"),
         ("Spearman(PLD in-degree, pages)", result["spearman_indegree_pages"]),
         (f"top-{result['top']} in-degree PLDs with >= {result['min_pages']} pages", f"{result['top_coverage']:.2%}"),

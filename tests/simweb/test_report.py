@@ -295,3 +295,41 @@ def test_a_line_with_bytes_that_are_not_utf8_is_skipped_and_counted(
     assert main([str(log), "--json"]) == 0
     out = _strict(capsys.readouterr().out)
     assert out["requests"] == 3 and out["skipped_lines"] == 1
+
+
+def test_requests_are_judged_as_the_server_served_them(web: Web) -> None:
+    """A probe of 2026-11-29: the server resolves dot segments and serves ``host.`` as
+    ``host``, but the judge read the raw log: ``/x/../private/3.html`` was no robots
+    violation, ``/p/../p/2.html`` another page, ``WWW.X.`` another host, the target of
+    a robots.txt redirect a page, and requests without a Host header one host across IPs."""
+    dis = _legit(web, robots="disallow")  # Disallow: /private/
+    ip = web.resolve(dis.name)
+    other_ip = next(i for i in web.ips if i != ip)
+    rows = [
+        (0.0, ip, dis.name, "/robots.txt", 200),
+        (3.0, ip, dis.name + ".", "/x/../private/3.html", 200),  # violation, host with a dot
+        (6.0, ip, dis.name, "/p/../p/2.html", 200),
+        (9.0, ip, dis.name, "/p/2.html", 200),  # a duplicate of the one above
+        (12.0, ip, dis.name, "/robots-moved.txt", 200),  # robots, not a page
+        (15.0, ip, dis.name + ".", "/robots-moved.txt", 200),
+        (20.0, ip, "-", "/", 400),  # no Host header: the IP only
+        (20.1, other_ip, "-", "/", 400),
+    ]
+    r = judge([LogRecord(1000 + s, i, h, p, st, 10) for s, i, h, p, st in rows], web,
+              tau_h=2.0, tau_s=0.05)  # fmt: skip
+    assert r["robots_violations"] == 1
+    assert (r["pages"], r["duplicate_fetches"]) == (2, 1)
+    assert (r["robots_fetches"], r["robots_hosts"]) == (3, 1)
+    assert r["hosts_fetched"] == 1 and r["broke_tau_h"] == 0
+    assert r["without_host_header"] == 2 and r["misdirected_421"] == 0
+
+
+def test_a_request_sent_while_its_host_answers_another_is_counted(web: Web) -> None:
+    """Gaps between starts miss a request sent 3 s after one that took 30 s."""
+    host = _legit(web)
+    ip = web.resolve(host.name)
+    rows = [(0.0, "/", 30.0), (3.0, "/p/1.html", 0.1), (6.0, "/p/2.html", 0.1),
+            (30.0, "/p/3.html", 0.1), (33.0, "/p/4.html", 0.1)]  # fmt: skip
+    records = [LogRecord(1000 + s, ip, host.name, p, 200, 10, d) for s, p, d in rows]
+    r = judge(records, web, tau_h=2.0, tau_s=0.5)
+    assert r["broke_tau_h"] == 0 and r["overlapping_per_host"] == 2
