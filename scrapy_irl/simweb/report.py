@@ -154,6 +154,7 @@ def judge(
     content: set[tuple[str, str]] = set()
     pages_per_pld: Counter[int] = Counter()
     violations = before_robots = on_robots_5xx = crawl_delay_broken = misdirected = no_host = 0
+    robots_hops = 0
     last_on_host: dict[str, float] = {}
     retry_after = web.config.retry_after
     holds: dict[str, list[tuple[float, float]]] = defaultdict(list)  # host -> (end, until)
@@ -181,8 +182,11 @@ def judge(
         host_times[host].append(r.start)
         spans[host].append((r.start, r.start + r.duration))
         if path in ROBOTS_PATHS:  # its own robots.txt, or the target of its redirect
-            robots_per_host[host] += 1
-            first_robots.setdefault(host, r.start)
+            if path == ROBOTS_PATHS[0]:
+                robots_per_host[host] += 1
+                first_robots.setdefault(host, r.start)
+            else:  # a hop of that fetch, not a fetch of its own
+                robots_hops += 1
             last_on_host[host] = r.start
             continue
         key = (host, target)
@@ -206,7 +210,7 @@ def judge(
                 crawl_delay_broken += 1
         last_on_host[host] = r.start
     n = len(records)
-    non_robots = n - misdirected - no_host - sum(robots_per_host.values())
+    non_robots = n - misdirected - no_host - robots_hops - sum(robots_per_host.values())
     min_gap_host, broke_h = _gaps(host_times, tau_h)
     min_gap_ip, broke_s = _gaps(ip_times, tau_s)
     degree = web.in_degree
