@@ -26,7 +26,9 @@ merge reruns from the untouched bucket files) or the new one: every tuple writte
 a bucket file is merged exactly once. Results stay on disk until the consumer's callback
 returns for the whole epoch (redelivered after a crash with the same epoch number, so a
 consumer can drop an epoch it already applied). Tuples still in RAM buffers when the
-process dies are lost; they are written out at least every ``flush_interval`` seconds.
+process dies are lost; they are written out at least every ``flush_interval`` seconds
+while tuples arrive (the clock is read on the append path: a caller that goes quiet calls
+:meth:`Drum.write_out` on a timer, as the dupefilter and the scheduler do).
 """
 
 from __future__ import annotations
