@@ -51,9 +51,10 @@ _reserved = 0
 
 def reserve(count: int, spare: int, what: str) -> str | None:
     """Make room for ``count`` more descriptors beside those open now, those reserved by
-    others and ``spare``; on success they stay reserved until :func:`release`. None when
-    there is room, else why not (as :func:`make_room`). Those of the others already
-    opened are counted twice: the room asked for errs high by at most that."""
+    others and not opened yet, and ``spare``; on success they stay reserved until
+    :func:`release`. None when there is room, else why not (as :func:`make_room`). A
+    reserved descriptor the component opens leaves the reservation while it is open
+    (:func:`opened`, :func:`closed`): it is then among those open now."""
     global _reserved
     why_not = make_room(open_descriptors() + _reserved + count + spare, what)
     if why_not is None:
@@ -62,6 +63,18 @@ def reserve(count: int, spare: int, what: str) -> str | None:
 
 
 def release(count: int) -> None:
-    """Give back descriptors reserved with :func:`reserve`."""
+    """Give back descriptors reserved with :func:`reserve` (closed ones included)."""
     global _reserved
-    _reserved = max(0, _reserved - count)
+    _reserved -= count
+
+
+def opened(count: int = 1) -> None:
+    """``count`` reserved descriptors were opened: counted among the open ones now."""
+    global _reserved
+    _reserved -= count
+
+
+def closed(count: int = 1) -> None:
+    """``count`` of them were closed again: reserved again (they may be reopened)."""
+    global _reserved
+    _reserved += count

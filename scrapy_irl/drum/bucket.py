@@ -27,6 +27,7 @@ from scrapy_irl.drum.records import (
     iter_frames,
     scan_frames,
 )
+from scrapy_irl import openfiles
 from scrapy_irl.exceptions import DrumCorruptionError
 
 #: Largest payload of one bucket frame. A frame's length field is 32 bits, and one
@@ -175,6 +176,7 @@ class Bucket:
         if fd is None:
             path = self.aux_path if aux else self.kv_path
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            openfiles.opened()  # one of its store's reserved files, open now
             if aux:
                 self._aux_fd = fd
             else:
@@ -339,6 +341,7 @@ class Bucket:
         for fd in (self._kv_fd, self._aux_fd):
             if fd is not None:
                 os.close(fd)
+                openfiles.closed()
         self._kv_fd = self._aux_fd = None
 
     def fsync(self) -> None:

@@ -1248,9 +1248,10 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
         )
 
     def __len__(self) -> int:
-        """Requests waiting to be handed out, wherever they wait. Until URLseen's next
-        merge a duplicate counts as a request (only the merge can tell); after a restart,
-        admissions of a STAR epoch owed at open count once they reach BEAST."""
+        """Requests waiting to be handed out, each once. Until URLseen's next merge a
+        duplicate counts as a request (only the merge can tell); URLseen results merged
+        but not delivered yet, and admissions of a STAR epoch owed at open, count once
+        they reach STAR or BEAST."""
         return (
             len(self._direct)
             + self._ram_items()

@@ -215,8 +215,9 @@ class Star:
         pld = pld_of(host)
         tag = _ADMIT if origin is None else _ADMIT_FROM + _pack_origin(origin)
         aux = tag + pld.encode("utf-8") + b"\x00" + record
-        self.plds.check_update(hash64(pld), ADMIT_ONE.tobytes(), aux)
+        # counted first: the check_update may merge and deliver it at once
         self.admits_pending += 1
+        self.plds.check_update(hash64(pld), ADMIT_ONE.tobytes(), aux)
         if self.hosts is not None:
             # the same host again (a copy URLseen delivered again after a kill included)
             # is a duplicate here: charged once
@@ -268,7 +269,8 @@ class Star:
             tag = batch.aux(i)[:1]
             if tag in (_ADMIT, _ADMIT_FROM):
                 self.redelivered_skipped += 1
-                self._admit_back(at[0])
+                # not counted down: applied earlier in this run (counted down then) or
+                # in an epoch owed at open (never counted up)
             if self._restored and tag in _SEEN:  # a copy undone before the kill?
                 where = _where(at, i)
                 if where in self._restored:

@@ -187,3 +187,42 @@ def test_a_host_keeps_its_budget_when_its_pld_leaves_the_cache(tmp_path):
         assert host.budget == 50 and host.delay < 3  # not B_0's 10 s
     finally:
         sched.close("finished")
+
+
+def test_admits_pending_comes_back_to_0_when_an_admission_merges_at_once(tmp_path):
+    # (a review, 2026-11-29) counted after the check_update, an admission that merged
+    # and came back inside it was counted down first (at 0: dropped), then up for good
+    admitted = []
+    star = Star(tmp_path, BudgetPolicy(kind="linear", base=10, per_degree=5),
+                lambda r, b, p: admitted.append(r),
+                drum_options={"fsync": False, "buckets": 2, "buffer_bytes": 64,
+                              "bucket_bytes": 128})  # fmt: skip
+    for i in range(40):
+        star.admit(b"http://h%d.example/p" % i, f"h{i}.example")
+    star.flush()
+    assert len(admitted) == 40 and star.plds.stats.merges > 1
+    assert star.admits_pending == 0
+
+
+def test_admits_pending_counts_an_epoch_delivered_again_in_the_same_run_once(tmp_path):
+    # (a review, 2026-11-29) a delivery that failed halfway is delivered again: the
+    # admissions applied the first time were counted down a second time
+    calls = []
+
+    def on_admitted(record, budget, admitted):
+        calls.append(record)
+        if len(calls) == 3:
+            raise RuntimeError("BEAST push failed once")
+
+    star = Star(tmp_path, BudgetPolicy(kind="linear", base=10, per_degree=5), on_admitted,
+                drum_options={"fsync": False, "buckets": 1, "buffer_bytes": 1 << 20,
+                              "bucket_bytes": 1 << 20})  # fmt: skip
+    for i in range(5):
+        star.admit(b"r%d" % i, f"h{i}.example")
+    with pytest.raises(RuntimeError):
+        star.plds.merge()  # 2 applied, the 3rd raised: the epoch stays owed
+    for i in range(5, 10):
+        star.admit(b"r%d" % i, f"h{i}.example")
+    assert star.admits_pending == 8
+    star.plds.deliver()  # the owed epoch again: 2 skipped as applied, 3 applied now
+    assert star.admits_pending == 5
