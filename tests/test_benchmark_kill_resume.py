@@ -86,3 +86,21 @@ def test_a_kill_followed_by_no_request_cuts_at_a_later_crawls_first_one():
     counts = classify_fetches(older, cuts, set(), set(), window=1.5)
     assert counts["refetched_older"] == 1 and counts["fetched_twice_in_a_run"] == 0
     assert crawl_cuts([10.0], [1.0]) == [(10.0, float("inf"))]  # nothing sent after it
+
+
+def test_a_retried_time_out_the_server_logged_short_of_it_is_a_retry_not_an_older_fetch():
+    # A probe of 2026-11-29: a drip page the crawler timed out at 5 s and retried (in
+    # the retried log) was logged by the server at 4.81 s, then fetched again after a
+    # kill: counted as an older re-fetch. Not retried, the same fetch stays "older".
+    from dataclasses import replace
+
+    from benchmarks.kill_resume import classify_fetches, crawl_cuts
+
+    timed_out = replace(_record(5.0, "/drip/0"), duration=4.81)
+    records = [timed_out, _record(20.0, "/drip/0")]
+    cuts = crawl_cuts([15.0], [1.0, 16.0])
+    retried = {("a.test", "/drip/0")}
+    counts = classify_fetches(records, cuts, set(), retried, window=1.5)
+    assert counts["refetched_retries"] == 1 and counts["refetched_older"] == 0
+    counts = classify_fetches(records, cuts, set(), set(), window=1.5)
+    assert counts["refetched_older"] == 1
