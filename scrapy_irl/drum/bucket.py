@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scrapy_irl import openfiles
 from scrapy_irl.drum.records import (
     FRAME_HEADER,
     MAGIC_AUX,
@@ -27,7 +28,6 @@ from scrapy_irl.drum.records import (
     iter_frames,
     scan_frames,
 )
-from scrapy_irl import openfiles
 from scrapy_irl.exceptions import DrumCorruptionError
 
 #: Largest payload of one bucket frame. A frame's length field is 32 bits, and one
