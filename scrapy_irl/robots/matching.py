@@ -72,7 +72,7 @@ def urls_for_rules(url: str) -> tuple[str, ...]:
         return (resolved,)  # in the query ("?next=http://...") or the fragment
     forms = [resolved]
     for path in (remove_dot_segments(_merged(parts.path)),
-                 _merged(urlsplit(resolved).path)):  # fmt: skip
+                 _merged(remove_dot_segments(parts.path))):  # fmt: skip
         form = urlunsplit(parts._replace(path=path))
         if form not in forms:
             forms.append(form)

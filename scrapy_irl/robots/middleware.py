@@ -518,7 +518,7 @@ class RobotsCacheMiddleware:
                 return None
             except Exception as exc:  # noqa: BLE001 - any fetch failure is "unreachable"
                 status = robots_request.meta.get(_DOWNLOADED_META)
-                if status is not None and status < 500 and status != 429:
+                if status is not None and not self.policy.is_unreachable_status(status):
                     # The server answered in full and a middleware failed the response
                     # (a 200 labelled gzip that is not: BadGzipFile). Unreadable, so
                     # unavailable: allow all for the TTL, as a refused response. Taken
