@@ -1,6 +1,6 @@
 """Ask a persisted robots.txt cache about URLs, without Scrapy running.
 
-    python -m scrapy_irl.robots STORE URL [URL ...] [--user-agent UA] [--json]
+    python -m scrapy_irl.robots STORE URL [URL ...] [--user-agent UA] [--json] [--ttl S]
     python -m scrapy_irl.robots STORE --list [--json]
 
 ``STORE`` is a host store directory (``IRL_HOSTS_DIR``, ``JOBDIR/irl/hosts``, or a
@@ -17,17 +17,18 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from scrapy_irl.exceptions import HostStoreError, HostStoreLockedError
-from scrapy_irl.hosts.records import RobotsKind
+from scrapy_irl.hosts.records import RobotsKind, RobotsRecord
 from scrapy_irl.hosts.store import HostStore, headless_data
 from scrapy_irl.robots.cache import CachedRobots, RobotsCache
 from scrapy_irl.robots.origin import HTTP_ORIGINS, origin_of
-from scrapy_irl.settings import IRL_CRAWL_DELAY_MAX
+from scrapy_irl.robots.policy import RobotsPolicy
+from scrapy_irl.settings import IRL_CRAWL_DELAY_MAX, IRL_ROBOTS_TTL
 
 KIND_NAMES = {RobotsKind.RULES: "rules", RobotsKind.ALLOW_ALL: "allow all",
               RobotsKind.DISALLOW_ALL: "disallow all"}  # fmt: skip
@@ -78,6 +79,14 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"need 0 <= seconds < inf, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"need seconds > 0, got {text!r}")
     return value
 
 
@@ -197,6 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the crawl's IRL_CRAWL_DELAY_MAX: a longer Crawl-delay is flagged, as the crawl "
              f"refuses such an origin's URLs by default (default {IRL_CRAWL_DELAY_MAX:g})",
     )  # fmt: skip
+    parser.add_argument(
+        "--ttl", type=_positive_seconds, default=IRL_ROBOTS_TTL, metavar="SECONDS",
+        help="the crawl's IRL_ROBOTS_TTL: a record checked longer ago is shown expired, as "
+             f"the crawl fetches it again (default {IRL_ROBOTS_TTL:g})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not args.urls and not args.list:
         parser.error("give URLs to check, or --list")
@@ -205,7 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad_urls = 0
     try:
         with HostStore(store_path(args.store)) as store:
-            cache = RobotsCache(store, _parse, on_event=damage)
+            cache = RobotsCache(store, _parse, on_event=damage,
+                                reread=_answers_within(args.ttl))  # fmt: skip
             if args.list:
                 _list(store, cache, now, as_json=args.json)
             else:
@@ -227,6 +242,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bad_urls:  # each named above; a script must see it in the status too
         return 1
     return 0
+
+
+def _answers_within(ttl: float) -> Callable[[RobotsRecord], RobotsRecord]:
+    """A record's expiry as a crawl with IRL_ROBOTS_TTL ``ttl`` reads it (see
+    ``RobotsPolicy.within_limits``). A failed fetch keeps its stored back-off: it depends
+    on IRL_ROBOTS_RETRY_* settings the command does not take."""
+    policy = RobotsPolicy(ttl=ttl)
+
+    def reread(record: RobotsRecord) -> RobotsRecord:
+        return policy.within_limits(record) if record.failures == 0 else record
+
+    return reread
 
 
 def _list(store: HostStore, cache: RobotsCache, now: float, *, as_json: bool) -> None:

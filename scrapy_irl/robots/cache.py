@@ -146,7 +146,11 @@ class RobotsCache:
         memory_entries: int = 10_000,
         memory_bytes: int = 64 * 2**20,
         on_event: Callable[[str], None] | None = None,
+        reread: Callable[[RobotsRecord], RobotsRecord] | None = None,
     ) -> None:
+        """``reread``: applied to each record read from the store (not to those put in
+        this run): the middleware passes its policy's ``within_limits``, so a record
+        written under a longer TTL expires by the current one."""
         if memory_entries < 1:
             raise ValueError(f"memory_entries must be positive, got {memory_entries}")
         if memory_bytes < 1:
@@ -162,6 +166,7 @@ class RobotsCache:
         self._shared: dict[bytes, _SharedRules] = {}
         self.held_bytes = 0  # estimated RAM of _lru and _shared (see ORIGIN_BYTES)
         self._event = on_event or (lambda name: None)
+        self._reread = reread
 
     def __len__(self) -> int:
         """Entries held in RAM (not the number stored on disk)."""
@@ -191,6 +196,8 @@ class RobotsCache:
             return None
         if count:
             self._event("store_hit")
+        if self._reread is not None:
+            record = self._reread(record)
         return self._remember(origin, self._build(record))
 
     def put(self, origin: str, record: RobotsRecord) -> CachedRobots:

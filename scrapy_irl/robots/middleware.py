@@ -203,6 +203,7 @@ class RobotsCacheMiddleware:
             memory_entries=memory_entries,
             memory_bytes=memory_bytes,
             on_event=lambda name: self._inc(f"cache/{name}"),
+            reread=self.policy.within_limits,
         )
         self._fetching: dict[str, list[Deferred[CachedRobots | None]]] = {}
         #: Called before each redirect hop of a robots.txt fetch with the next URL; returns

@@ -130,6 +130,18 @@ class RobotsPolicy:
         exponent = min(max(failures - 1, 0), 60)
         return min(self.retry_delay * (2.0**exponent), self.retry_max_delay)
 
+    def within_limits(self, record: RobotsRecord) -> RobotsRecord:
+        """``record`` as read back from the store, expiring no later than these settings
+        allow: the TTL after its last check for an answer, the back-off of its failure
+        count for a failed fetch. The store keeps the expiry the writing run computed, so
+        a TTL lowered for the next run (docs/quickstart.rst's advice while testing your
+        own site) was ignored until the old one ran out, a day by default."""
+        limit = self.ttl if record.failures == 0 else self.backoff(record.failures)
+        latest = record.checked_at + limit
+        if record.expires_at <= latest:
+            return record
+        return record.with_expiry(latest)
+
     def usable_when_unreachable(self, record: RobotsRecord, now: float) -> bool:
         return (
             record.kind != RobotsKind.DISALLOW_ALL

@@ -189,3 +189,20 @@ def test_a_crawl_delay_the_crawl_refuses_is_flagged(tmp_path: Path, capsys) -> N
     assert "crawl_delay_over_max" not in json.loads(lines[0])
     code, lines, _ = run(capsys, str(tmp_path), "http://slow.test/x", "--json")
     assert json.loads(lines[0])["crawl_delay_over_max"] is True
+
+
+def test_ttl_shows_a_record_checked_longer_ago_expired(tmp_path: Path, capsys) -> None:
+    """A crawl with a lowered IRL_ROBOTS_TTL fetches again a record checked longer ago
+    (RobotsPolicy.within_limits); --ttl answers as that crawl would."""
+    now = time.time()
+    with HostStore(tmp_path) as store:
+        store.put_robots("http://a.test", RobotsRecord(RobotsKind.RULES, 200, now - 600, now - 600,
+                                                       now + 86000, 0, RULES))  # fmt: skip
+    code, lines, _ = run(capsys, str(tmp_path), "http://a.test/x")
+    assert code == 0 and ", fresh, " in lines[0]
+    code, lines, _ = run(capsys, str(tmp_path), "http://a.test/x", "--ttl", "300")
+    assert code == 0 and "expired (the crawl would fetch it again)" in lines[0]
+    code, lines, _ = run(capsys, str(tmp_path), "--list", "--ttl", "300", "--json")
+    assert json.loads(lines[0])["fresh"] is False
+    code, lines, _ = run(capsys, str(tmp_path), "--list", "--ttl", "900")
+    assert lines == ["http://a.test: rules, HTTP 200, fresh"]

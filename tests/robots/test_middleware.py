@@ -136,6 +136,36 @@ def test_ttl_expiry_refetches(make, clock):
     assert stat(mw, "irl_robots/cache/expired") == 1
 
 
+@pytest.mark.parametrize("answer", [(200, RULES), (503, b"")])
+def test_a_ttl_lowered_for_the_next_run_applies_to_stored_records(make, clock, answer):
+    """The store kept the expiry the writing run computed: after a run with the default
+    day, a run with IRL_ROBOTS_TTL 100 went on using the old rules for a day
+    (docs/quickstart.rst advises lowering it while testing your own site). A failed
+    fetch's back-off is likewise capped by the next run's IRL_ROBOTS_RETRY_* settings."""
+    web = FakeWeb({"http://a.test/robots.txt": answer})
+    first = make(web, IRL_ROBOTS_RETRY_DELAY=3600)
+    outcome(first, "http://a.test/")
+    first._spider_closed()
+    web.answers["http://a.test/robots.txt"] = (200, b"User-agent: *\nDisallow: /\n")
+    clock.now += 101
+    second = make(web, IRL_ROBOTS_TTL=100, IRL_ROBOTS_RETRY_DELAY=50,
+                  IRL_ROBOTS_RETRY_MAX_DELAY=50)  # fmt: skip
+    assert outcome(second, "http://a.test/") == "Forbidden by robots.txt"
+    assert len(web.requested) == 2
+    assert stat(second, "irl_robots/cache/expired") == 1
+
+
+def test_a_ttl_raised_for_the_next_run_leaves_stored_expiries_alone(make, clock):
+    web = FakeWeb({"http://a.test/robots.txt": (200, RULES)})
+    first = make(web, IRL_ROBOTS_TTL=100)
+    outcome(first, "http://a.test/")
+    first._spider_closed()
+    clock.now += 101
+    second = make(web, IRL_ROBOTS_TTL=1000)
+    outcome(second, "http://a.test/")
+    assert len(web.requested) == 2  # expired by the TTL it was fetched under
+
+
 @pytest.mark.parametrize("status", [401, 403, 404, 410, 451])
 def test_4xx_allows_everything(make, status):
     mw = make(FakeWeb({"http://a.test/robots.txt": (status, RULES)}))

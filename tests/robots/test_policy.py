@@ -97,3 +97,27 @@ def test_not_modified_keeps_the_copy_in_hand():
     assert P.on_response(304, b"", 1200.0, None).kind == RobotsKind.ALLOW_ALL
     failed = P.on_response(503, b"", 1000.0, None)
     assert P.on_response(304, b"", 1200.0, failed).kind == RobotsKind.ALLOW_ALL
+
+
+@given(
+    status=st.sampled_from([200, 404, 503, NO_RESPONSE]),
+    failures_before=st.integers(0, 6),
+    now=st.floats(0, 1e9),
+)
+def test_within_limits_leaves_this_policys_records_alone_and_caps_a_longer_ttls(
+    status, failures_before, now
+):
+    """Every record this policy writes is already within its limits; one written by a
+    policy with a day's TTL and an hour's back-off expires by this one's."""
+    longer = RobotsPolicy(ttl=86400, retry_delay=3600, retry_max_delay=86400)
+    previous = None
+    for _ in range(failures_before):
+        previous = longer.on_failure(NO_RESPONSE, now, previous)
+    for policy in (P, longer):
+        record = policy.on_response(status, b"x", now, previous)
+        assert policy.within_limits(record) == record
+    record = longer.on_response(status, b"x", now, previous)
+    capped = P.within_limits(record)
+    limit = P.ttl if record.failures == 0 else P.backoff(record.failures)
+    assert capped.expires_at == now + limit
+    assert (capped.kind, capped.body, capped.failures) == (record.kind, record.body, record.failures)
