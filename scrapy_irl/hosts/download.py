@@ -57,20 +57,21 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
             pool, pool.getConnection,
             lambda: crawler.stats.inc_value("irl_dns/moved_connections_closed"),
         )
-        self.spacing, self.ip_gap, self.host_gap = wire_spacing(crawler)
+        self.spacing, self.ip_gap, self.host_gap = wire_spacing(crawler, self._sent_before_restart)
         self.plan: SendPlan | None = None
         if self.spacing is not None:
             from twisted.internet import reactor
 
             self._crawler = crawler
             self._reactor = reactor
-            self.plan = SendPlan(reactor)
+            self.plan = SendPlan(reactor, recall=self._sent_before_restart)
             self.crawl_delay_max = config.getfloat(crawler.settings, "IRL_CRAWL_DELAY_MAX", minimum=0)
             self.margin = config.getfloat(crawler.settings, "IRL_POLITENESS_MARGIN", minimum=0)
             pool.getConnection = spaced_connections(  # type: ignore[method-assign]
                 pool.getConnection, self.spacing, reactor,
                 keys=wire_keys(self.ip_gap, self.host_gap),
                 waited=lambda wait: _count_spacing_wait(crawler, wait),
+                written=self._wire_written,
             )
         # Twisted keeps an idle connection 240 s. A server closes its own sooner (Apache
         # and Node after 5 s, nginx 75 s), and a request written as it closes fails
@@ -105,9 +106,29 @@ class PoliteHTTP11DownloadHandler(HTTP11DownloadHandler):
         await maybe_deferred_to_future(waiting)
         stats.max_value("irl_hosts/send_plan_longest_wait", round(self._reactor.seconds() - since, 3))
 
+    def _wire_written(self, keys: list[tuple[str, float]], wait: float) -> None:
+        """A write booked at the wire, ``wait`` s from now: logged by the scheduler (a
+        JOBDIR's politeness log), so a restart waits its host's and IP's delays from it.
+        The heaps log their own requests too, but not ``engine.download``'s (files):
+        before 2026-11-29 a file host's next request after a restart could go at once."""
+        names = dict(key.split(" ", 1) for key, _gap in keys)
+        if "host" in names:
+            self._scheduler_call("wire_started", names["host"], names.get("ip"), wait)
+
+    def _sent_before_restart(self, key: str) -> float | None:
+        """The send plan's and the wire check's recall: the last run's last start of a
+        host or IP key, as the scheduler's politeness log has it (a JOBDIR crawl
+        restarted after a stop)."""
+        kind, _, name = key.partition(" ")
+        return self._scheduler_call("sent_before", **{"host" if kind == "host" else "ip": name})
+
+    def _scheduler_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method`` of the crawl's scheduler, if it has one (None otherwise)."""
+        found = getattr(getattr(self._crawler.engine, "scheduler", None), method, None)
+        return found(*args, **kwargs) if found is not None else None
+
     def _timed_by_heaps(self, request: Request) -> bool:
-        timed = getattr(getattr(self._crawler.engine, "scheduler", None), "timed_by_heaps", None)
-        return bool(timed is not None and timed(request))
+        return bool(self._scheduler_call("timed_by_heaps", request))
 
     def _crawl_delay(self, request: Request) -> float:
         """The Crawl-delay the request's origin asks for, up to IRL_CRAWL_DELAY_MAX, plus
@@ -136,7 +157,9 @@ def irl_scheduled(crawler: Crawler) -> bool:
     return isinstance(scheduler, type) and issubclass(scheduler, IrlScheduler)
 
 
-def wire_spacing(crawler: Crawler) -> tuple[SendSpacing | None, float, float]:
+def wire_spacing(
+    crawler: Crawler, recall: Callable[[str], float | None] | None = None
+) -> tuple[SendSpacing | None, float, float]:
     """The wire check of tau_s0 and tau_h0 (:mod:`scrapy_irl.hosts.spacing`) and its
     IP and host gaps: only when the IRL scheduler times the crawl (a project that kept
     this handler under another scheduler gets no pacing it did not ask for). The host gap
@@ -149,7 +172,8 @@ def wire_spacing(crawler: Crawler) -> tuple[SendSpacing | None, float, float]:
     if config.getbool(settings, "IRL_ROBOTS_HOST_DELAY"):
         host_gap = config.getfloat(settings, "IRL_HOST_DELAY_MIN", minimum=0)
     ip_gap = config.getfloat(settings, "IRL_IP_DELAY_MIN", minimum=0)
-    return (SendSpacing() if max(host_gap, ip_gap) > 0 else None), ip_gap, host_gap
+    spacing = SendSpacing(recall=recall) if max(host_gap, ip_gap) > 0 else None
+    return spacing, ip_gap, host_gap
 
 
 def plan_keys(request: Request, ip_gap: float, host_gap: float) -> list[tuple[str, float]] | None:

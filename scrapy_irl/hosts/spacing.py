@@ -50,8 +50,15 @@ PRUNE_EVERY = 256
 class SendSpacing:
     """When the next request may be written under each key (a monotonic clock)."""
 
-    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        now: Callable[[], float] = time.monotonic,
+        recall: Callable[[str], float | None] | None = None,
+    ) -> None:
+        """``recall``: the last write of a key not booked yet, from before a restart (in
+        ``now``'s clock), or None."""
         self._now = now
+        self._recall = recall
         self._next_write: dict[str, float] = {}
         self._since_prune = 0
 
@@ -61,13 +68,20 @@ class SendSpacing:
         comes its gap after this one, so concurrent writes queue up."""
         now = self._now()
         keys = [(key, gap) for key, gap in keys if gap > 0]
-        start = max([now, *(self._next_write.get(key, now) for key, _ in keys)])
+        start = max([now, *(self._next_due(key, gap, now) for key, gap in keys)])
         for key, gap in keys:
             self._next_write[key] = start + gap
         self._since_prune += 1
         if self._since_prune >= PRUNE_EVERY:
             self._prune(now)
         return start - now
+
+    def _next_due(self, key: str, gap: float, now: float) -> float:
+        due = self._next_write.get(key)
+        if due is not None:
+            return due
+        last = self._recall(key) if self._recall is not None else None
+        return now if last is None else last + gap
 
     def _prune(self, now: float) -> None:
         self._since_prune = 0
@@ -101,9 +115,17 @@ class SendPlan:
     pruned as it goes.
     """
 
-    def __init__(self, reactor: Any, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        reactor: Any,
+        now: Callable[[], float] = time.monotonic,
+        recall: Callable[[str], float | None] | None = None,
+    ) -> None:
+        """``recall``: the last start of a key the plan has not seen, from before a
+        restart (in ``now``'s clock), or None."""
         self._reactor = reactor
         self._now = now
+        self._recall = recall
         self._last: dict[str, float] = {}
         self._lines: dict[str, deque[_Waiter]] = {}  # by host key
         self._call: Any = None
@@ -136,7 +158,16 @@ class SendPlan:
         return sum(len(line) for line in self._lines.values())
 
     def _due(self, keys: list[tuple[str, float]]) -> float:
-        return max(self._last.get(key, -math.inf) + gap for key, gap in keys)
+        return max(self._last_start(key) + gap for key, gap in keys)
+
+    def _last_start(self, key: str) -> float:
+        last = self._last.get(key)
+        if last is None:
+            last = self._recall(key) if self._recall is not None else None
+            if last is None:
+                return -math.inf
+            self._last[key] = last
+        return last
 
     def _start(self, keys: list[tuple[str, float]], now: float) -> None:
         for key, gap in keys:
@@ -189,17 +220,21 @@ def spaced_connections(
     *,
     keys: Callable[[Any, Any], list[tuple[str, float]] | None],
     waited: Callable[[float], None],
+    written: Callable[[list[tuple[str, float]], float], None] | None = None,
 ) -> Callable[[Any, Any], Deferred[Any]]:
     """A pool's ``getConnection`` whose connections come no sooner than ``spacing`` allows
     ``keys(pool key, connection)`` (None: not held, e.g. a proxy's connection, whose peer
     is the proxy, not the server the heaps timed). A connection the server closed during
     the hold (an idle keep-alive one) is swapped for a fresh one of the same key; the
-    write keeps the slot already booked."""
+    write keeps the slot already booked. ``written(keys, wait)``: a write was booked
+    under ``keys``, ``wait`` seconds from now."""
 
     def get_connection(key: Any, endpoint: Any) -> Deferred[Any]:
         def hold(connection: Any) -> Any:
             booked = keys(key, connection)
             wait = spacing.reserve(booked) if booked else 0.0
+            if booked and written is not None:
+                written(booked, wait)
             if wait <= 0:
                 return connection
             waited(wait)

@@ -14,8 +14,9 @@ On disk: ``politeness.log`` in the frontier directory, one JSON array per line:
   may start ``tau_h`` after the wall-clock time ``host_ref``, the next to ``ip`` ``tau_s``
   after ``ip_ref`` (``null``: no constraint). Both are what the heaps hold after the end.
 * ``["h", host, ip, host_ref, ip_ref]``: a robots.txt redirect hop to ``host`` on ``ip``
-  was booked (:meth:`Politeness.claim_hop`), or ended: the same times, without a start
-  or an end to pair.
+  was booked (:meth:`Politeness.claim_hop`), or ended; or the HTTP handler's wire check
+  booked a write to ``host`` (:meth:`PolitenessMemory.wire_started`; ``ip`` may be
+  null): the same times, without a start or an end to pair.
 * ``["b", host, until, run]``: ``host`` answered 429 or 503, or did not answer (server
   back-off, :mod:`scrapy_irl.scheduler.backoff`): its next request waits until the
   wall-clock time ``until``, however long its tau_h; ``run`` is how many such answers it
@@ -396,6 +397,13 @@ class PolitenessMemory:
             self.backoffs[name] = (until, run)
         self.applied = 0
         self.loaded_at = clock()
+        # The last run's starts as the HTTP handler's send plan asks for them
+        # (:meth:`sent_before`): ``hosts`` and ``ips`` are taken by the heaps.
+        self._plan_hosts = dict(self.hosts)
+        self._plan_ips = dict(self.ips)
+        # This run's starts of requests that bypassed the heaps (:meth:`wire_started`).
+        self.wire_hosts: dict[str, float] = {}
+        self.wire_ips: dict[str, float] = {}
         # Until then, a host or IP the log does not name counts as started at the load
         # (see recall_incomplete); -inf: the log is whole.
         self.blind_until = float("-inf")
@@ -459,6 +467,32 @@ class PolitenessMemory:
         self.log.hopped(host.name, ip, self._wall(host.hop_start),
                         self._wall(address.last_start if address else float("-inf")))  # fmt: skip
 
+    def wire_started(self, host: str, ip: str | None, wait: float = 0.0) -> None:
+        """The HTTP handler's wire check booked a write to ``host`` on ``ip`` (None: not
+        known) ``wait`` s from now. Logged as a hop is, with that start as both times: a
+        restart right after it waits the host's and IP's delays from it, in the heaps and
+        in the next run's send plan and wire check. The heaps log their own requests, but
+        requests that bypass them (``engine.download``: FilesPipeline, ImagesPipeline)
+        were not logged before 2026-11-29, and a file host's next request after a kill -9
+        could go at once."""
+        now = self.clock() + max(0.0, wait)
+        self.wire_hosts[host] = now
+        if ip is not None:
+            self.wire_ips[ip] = now
+        wall = self._wall(now)
+        self.log.hopped(host, ip, wall, wall if ip is not None else None)  # type: ignore[arg-type]
+
+    def sent_before(self, *, host: str | None = None, ip: str | None = None) -> float | None:
+        """When the last run last started a request to ``host`` (or ``ip``), in this run's
+        clock, for the send plan: None if it did not within the longest delay. While an
+        incomplete log is read blind (:meth:`recall_incomplete`), an unnamed one counts as
+        started at the load."""
+        recalls, key = (self._plan_hosts, host) if host is not None else (self._plan_ips, ip)
+        start = recalls.get(key)  # type: ignore[arg-type]
+        if start is None and self.clock() < self.blind_until:
+            return self.loaded_at
+        return start
+
     def backed_off(self, host: Host) -> None:
         """``host`` waits until ``host.not_before`` (a 429, a 503, no answer), the
         ``host.backoff_streak``-th in a row, or its run ended (0): after a kill too."""
@@ -475,7 +509,8 @@ class PolitenessMemory:
         """Forget recalls whose delay has passed; compact the log once it is large."""
         now = self.clock()
         oldest = now - self.log.horizon
-        for recalls in (self.hosts, self.ips):
+        for recalls in (self.hosts, self.ips, self._plan_hosts, self._plan_ips,
+                        self.wire_hosts, self.wire_ips):  # fmt: skip
             for key in [k for k, t in recalls.items() if t <= oldest]:
                 del recalls[key]
         for key in [k for k, (t, run) in self.backoffs.items()
@@ -486,10 +521,14 @@ class PolitenessMemory:
 
     def rewrite(self) -> None:
         offset = self._offset()
-        ips = [(ip, self._wall(a.last_start)) for ip, a in self.polite.ips.items()]
+        ips = [(ip, t + offset) for ip, t in self.wire_ips.items()]
+        ips += [(ip, self._wall(a.last_start)) for ip, a in self.polite.ips.items()]
         ips += [(ip, t + offset) for ip, t in self.ips.items() if ip not in self.polite.ips]
-        hosts = [(h.name, h.ip, self._wall(max(h.last_start, h.hop_start)), h.in_flight)
-                 for h in self.polite.hosts.values()]  # fmt: skip
+        # The wire's starts first: an end of the same host after its heap start ("s")
+        # would close a request still in flight.
+        hosts = [(name, "", t + offset, False) for name, t in self.wire_hosts.items()]
+        hosts += [(h.name, h.ip, self._wall(max(h.last_start, h.hop_start)), h.in_flight)
+                  for h in self.polite.hosts.values()]  # fmt: skip
         hosts += [(name, "", t + offset, False) for name, t in self.hosts.items()
                   if name not in self.polite.hosts]  # fmt: skip
         backoffs = [(h.name, h.not_before + offset, h.backoff_streak)

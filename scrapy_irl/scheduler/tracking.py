@@ -43,6 +43,20 @@ class HandoutTracking:
         return bool(request.meta.get("dont_obey_robotstxt")
                     and (request.url in self._robots_hosts or request.url in self._hop_claims))  # fmt: skip
 
+    def wire_started(self, host: str, ip: str | None, wait: float = 0.0) -> None:
+        """The HTTP handler booked a write to ``host`` on ``ip`` ``wait`` s from now (any
+        request: the heaps do not see ``engine.download``'s): logged in a JOBDIR's
+        politeness log, so a restart waits its host's and IP's delays from it."""
+        if self.memory is not None:
+            self.memory.wire_started(host, ip, wait)
+
+    def sent_before(self, *, host: str | None = None, ip: str | None = None) -> float | None:
+        """The last run's last start of ``host`` (or ``ip``) within the longest delay, in
+        this scheduler's clock (``time.monotonic``, the send plan's), or None."""
+        if self.memory is None:
+            return None
+        return self.memory.sent_before(host=host, ip=ip)
+
     def _reached(self, request: Request, spider: Spider | None = None) -> None:
         # A request this scheduler handed out first: a project's own request may carry
         # dont_obey_robotstxt too, and must free its host like any other.

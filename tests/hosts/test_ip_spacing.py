@@ -388,3 +388,29 @@ def test_downloads_that_bypass_the_heaps_keep_the_crawl_delay_or_are_refused(tmp
         assert not [path for _, path in site.log if path.startswith("/file/")], site.log
         assert stats["irl_robots/crawl_delay_refused"] == 4, stats
         assert "direct/answered" not in stats  # each download failed: IgnoreRequest
+
+
+@pytest.mark.slow
+def test_a_resumed_crawl_waits_tau_h0_after_the_last_runs_file_to_its_host(tmp_path: Path) -> None:
+    """Files (``engine.download``) bypass the heaps, so their starts were not in the
+    JOBDIR's politeness log: a restart sent the file host's next request at once (a
+    documented gap until 2026-11-29). Two runs of one JOBDIR, each a page on its own host
+    and one file on ``files.steady.test``: the second file waits tau_h0 after the first."""
+    gap = 6.0
+    with serving(_Site()) as site:
+        port = site.base_url.rsplit(":", 1)[1]
+        for page_host in ("a.steady.test", "b.steady.test"):
+            stats, _ = crawl_in_subprocess({
+                "start": f"http://{page_host}:{port}/",
+                "direct": [f"http://files.steady.test:{port}/file/1"],
+                "settings": {
+                    "ADDONS": {"scrapy_irl.Addon": 0}, "IRL_HOSTS_DIR": str(tmp_path / "hosts"),
+                    "JOBDIR": str(tmp_path / "job"), "CLOSESPIDER_TIMEOUT": 60,
+                    "IRL_HOST_DELAY": gap, "IRL_HOST_DELAY_MIN": gap,
+                    "IRL_IP_DELAY": GAP, "IRL_IP_DELAY_MIN": GAP,
+                    "TWISTED_DNS_RESOLVER": "tests.scheduler.flaky_resolver.FlakyResolver",
+                }}, timeout=90, module="tests.hosts.direct_download_spider")  # fmt: skip
+            assert stats["direct/answered"] == 1, stats
+    files = sorted(t for t, path in site.log if path.startswith("/file/"))
+    assert len(files) == 2, site.log
+    assert files[1] - files[0] >= gap - 0.05, files

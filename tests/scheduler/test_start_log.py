@@ -462,3 +462,46 @@ def test_a_cut_log_makes_the_hosts_it_lost_wait_their_delay_from_the_start(tmp_p
     memory.apply(c)
     assert c.last_start == float("-inf") and memory.stats()["blind_starts"] == 2
     memory.close()
+
+
+def test_a_start_outside_the_heaps_is_recalled_by_the_next_runs_heaps_and_send_plan(
+    tmp_path: Path,
+) -> None:
+    """A file (``engine.download``) leaves the HTTP handler's send plan without the heaps:
+    its start was not logged, so after a kill -9 the next run sent its host's next request
+    at once. It is logged now, kept by a rewrite, and recalled by both the heaps and the
+    next run's send plan."""
+    from scrapy_irl.hosts.spacing import SendPlan, SendSpacing
+
+    wall, mono = Clock(1000.0), Clock(50.0)
+    polite, memory = run(tmp_path, wall, mono)
+    memory.wire_started("cdn.test", "10.0.0.9")
+    memory.wire_started("nameless.test", None)  # no address pinned yet
+    memory.rewrite()  # a compaction in between keeps them
+    memory.log.close()  # the kill
+
+    wall.now, mono = 1002.0, Clock(7.0)  # restarted 2 s later
+    polite, memory = run(tmp_path, wall, mono)
+    assert memory.loaded.hosts == {"cdn.test": 1000.0, "nameless.test": 1000.0}
+    assert memory.loaded.ips == {"10.0.0.9": 1000.0}
+    assert memory.sent_before(host="cdn.test") == pytest.approx(5.0)
+    assert memory.sent_before(ip="10.0.0.9") == pytest.approx(5.0)
+    assert memory.sent_before(host="other.test") is None
+
+    def recall(key: str) -> float | None:
+        kind, _, name = key.partition(" ")
+        return memory.sent_before(**{kind: name})
+
+    plan = SendPlan(reactor=None, now=mono, recall=recall)
+    assert plan._due([("host cdn.test", 6.0), ("ip 10.0.0.9", 1.0)]) == pytest.approx(11.0)
+    assert plan.wait([("host other.test", 6.0)]) is None  # nothing recalled: goes now
+    wire = SendSpacing(now=mono, recall=recall)  # the wire check, for an unpinned address
+    assert wire.reserve([("ip 10.0.0.9", 3.0)]) == pytest.approx(1.0)  # 3 s after 5.0
+    assert wire.reserve([("ip 10.0.0.8", 3.0)]) == 0.0
+
+    host = polite.add_host("cdn.test", "10.0.0.9", 8.0, 2.0)
+    memory.apply(host)
+    polite.push("cdn.test", "page")
+    assert polite.pop(mono.now) is None
+    assert polite.next_due() == pytest.approx(5.0 + 8.0)  # tau_h after the file's start
+    memory.close()
