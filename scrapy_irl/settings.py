@@ -180,7 +180,8 @@ IRL_TRAP_MAX_SEGMENT_REPEATS = 2
 # Query parameters (case-insensitive) removed from URLs before dedup and fetch: session ids
 # turn one page into endless URL variants. "jsessionid" also strips ";jsessionid=" path
 # parameters. An empty list keeps URLs as they are.
-IRL_SESSION_PARAMS = ["sid", "sessionid", "session_id", "phpsessid", "jsessionid", "aspsessionid", "cfid", "cftoken"]
+IRL_SESSION_PARAMS = ["sid", "sessionid", "session_id", "phpsessid", "jsessionid", "aspsessionid", "cfid", "cftoken",
+                      "oscsid", "zenid"]
 # PLDs listed in the close-time table (largest in-degree first).
 IRL_REPORT_TOP_PLDS = 20
 

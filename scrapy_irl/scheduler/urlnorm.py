@@ -16,7 +16,8 @@ token (:data:`AMBIGUOUS`), as Heritrix's ``StripSessionIDs`` rule removes only
 fetched, the rest dropped as duplicates (``sid`` until 2026-11-25, ``session_id`` until
 2026-11-28, found by a user probe). The platforms' own names (``PHPSESSID``,
 ``jsessionid``, ``ASPSESSIONID``, ColdFusion's ``CFID`` and ``CFTOKEN``, whose values
-are numbers) name nothing but a session and are always removed.
+are numbers, osCommerce's ``osCsid`` and Zen Cart's ``zenid``) name nothing but a
+session and are always removed.
 """
 
 from __future__ import annotations

@@ -69,6 +69,10 @@ DEFAULT = SessionStripper(defaults.IRL_SESSION_PARAMS)
         ("http://a.test/talk?session_id=k3j2h4g5f6d7s8a9&x=1", "http://a.test/talk?x=1"),
         ("http://a.test/x?CFID=12345&CFTOKEN=67890123&p=2", "http://a.test/x?p=2"),
         ("http://a.test/x?jsessionid=7", "http://a.test/x"),
+        # the shop platforms' own names (a trap probe, 2026-11-29: osCsid kept)
+        ("http://a.test/product_info.php?products_id=7&osCsid=f3a8c2e1b4d5", "http://a.test/product_info.php?products_id=7"),
+        ("http://a.test/index.php?main_page=x&zenid=9a8b7c6d5e4f", "http://a.test/index.php?main_page=x"),
+        ("http://a.test/?s=my+search", None),  # WordPress's search, not vBulletin's session
     ],
 )
 def test_the_default_names_strip_content_ids_only_under_a_platforms_session_name(url, expected):
