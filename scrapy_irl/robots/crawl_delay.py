@@ -5,7 +5,11 @@ Scrapy parses Crawl-delay but never acts on it. This middleware runs after
 request's download slot to the host's delay. An origin asking for more than
 ``IRL_CRAWL_DELAY_MAX`` has its requests refused (``IRL_CRAWL_DELAY_OVER_MAX = "skip"``,
 the default) or gets the maximum (``"cap"``). It never lowers a slot's delay, and sets
-the slot's jitter to 0 so a random jitter cannot undercut the asked delay. The IRL scheduler applies Crawl-delay in its host heap instead.
+the slot's jitter to 0 so a random jitter cannot undercut the asked delay. AutoThrottle
+lowers a slot's delay at each response (``response_downloaded``), before the slot sends
+its next queued request: the delay is raised back there, after AutoThrottle's own
+receiver (before 2026-11-29 the gaps fell from 1 s to 3 ms at a Crawl-delay of 1 s with
+``AUTOTHROTTLE_ENABLED``). The IRL scheduler applies Crawl-delay in its host heap instead.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from scrapy_irl import config
@@ -51,6 +56,9 @@ class CrawlDelayMiddleware:
             )
         self.skip_over_max = refuses_long_crawl_delay(settings)
         self._warned_missing = False
+        # Connected after AutoThrottle's receiver (extensions are built before the
+        # downloader's middlewares), so it runs after AutoThrottle lowered the delay.
+        crawler.signals.connect(self._response_downloaded, signal=signals.response_downloaded)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -80,7 +88,19 @@ class CrawlDelayMiddleware:
             delay = self.max_delay
         self._raise_slot_delay(request, delay)
 
-    def _raise_slot_delay(self, request: Request, delay: float) -> None:
+    def _response_downloaded(self, response: Any, request: Request, spider: Any = None) -> None:
+        """Raise the slot's delay back to the Crawl-delay after AutoThrottle (or anything
+        else listening to ``response_downloaded``) lowered it, before the slot sends its
+        next queued request."""
+        if request.meta.get("dont_obey_robotstxt"):
+            return
+        robots = robots_for(self.crawler)
+        delay = robots.crawl_delay(request) if robots is not None else None
+        if not delay or delay <= 0:
+            return
+        self._raise_slot_delay(request, min(delay, self.max_delay), restored=True)
+
+    def _raise_slot_delay(self, request: Request, delay: float, *, restored: bool = False) -> None:
         downloader: Any = getattr(self.crawler.engine, "downloader", None)
         get_slot = getattr(downloader, "_get_slot", None)
         if get_slot is None:  # not Scrapy's Downloader: nothing we know how to tune
@@ -88,6 +108,9 @@ class CrawlDelayMiddleware:
         _key, slot = get_slot(request)
         if slot.delay < delay or slot.jitter:
             if slot.delay < delay:
-                self.crawler.stats.inc_value(f"{STAT_PREFIX}/crawl_delay_applied")
+                if restored:  # lowered by AutoThrottle since
+                    self.crawler.stats.inc_value("irl_robots/crawl_delay_restored")
+                else:
+                    self.crawler.stats.inc_value(f"{STAT_PREFIX}/crawl_delay_applied")
             slot.delay = max(slot.delay, delay)
             slot.jitter = 0.0

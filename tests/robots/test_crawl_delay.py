@@ -121,3 +121,41 @@ def test_without_robots_middleware_it_warns_once(tmp_path, caplog):
     mw.process_request(Request("http://a.test/"))
     mw.process_request(Request("http://a.test/"))
     assert caplog.text.count("needs scrapy_irl's RobotsCacheMiddleware") == 1
+
+
+def test_autothrottle_cannot_lower_the_delay_below_the_crawl_delay(tmp_path):
+    """AutoThrottle lowers a slot's delay at each response, before the slot sends its
+    next queued request; the delay was raised only when a request entered the slot, so
+    with AUTOTHROTTLE_ENABLED a Crawl-delay of 1 s fell to gaps of 3 ms (a probe,
+    2026-11-29). The middleware raises it back after AutoThrottle's receiver."""
+    from scrapy import signals
+    from scrapy.extensions.throttle import AutoThrottle
+    from scrapy.http import Response
+    from scrapy.signalmanager import SignalManager
+
+    web = FakeWeb({"http://a.test/robots.txt": (200, b"User-agent: *\nCrawl-delay: 1\n")})
+    crawler = fake_crawler(web, tmp_path, AUTOTHROTTLE_ENABLED=True, AUTOTHROTTLE_START_DELAY=0.1,
+                           DOWNLOAD_DELAY=0)  # fmt: skip
+    crawler.signals = SignalManager()
+    crawler.signals.send_catch_log_async = lambda **kwargs: _no_receivers()
+    crawler.engine.downloader = Slots(delay=0.1)
+    crawler.spider = SimpleNamespace(download_delay=0.1)
+    throttle = AutoThrottle(crawler)  # an extension: built first, as in a crawl
+    throttle._spider_opened(crawler.spider)
+    robots, delays = RobotsCacheMiddleware(crawler), CrawlDelayMiddleware(crawler)
+    try:
+        for n in range(12):
+            request = Request(f"http://a.test/{n}", meta={"download_slot": "a.test",
+                                                          "download_latency": 0.001})  # fmt: skip
+            through(robots, delays, request.url)
+            crawler.signals.send_catch_log(signals.response_downloaded, request=request,
+                                           response=Response(request.url, request=request),
+                                           spider=crawler.spider)  # fmt: skip
+            assert crawler.engine.downloader.slots["a.test"].delay == 1.0
+    finally:
+        robots._spider_closed()
+    assert crawler.stats.get_value("irl_robots/crawl_delay_restored") == 12
+
+
+async def _no_receivers() -> list:
+    return []
