@@ -301,7 +301,14 @@ class Drum:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise DrumError(f"{self.path}: DRUM store is in use by another process") from None
+            # flock is per open file: a second store on the directory in this process
+            # (two crawls of a CrawlerProcess) is refused too, and "another process"
+            # sent its user looking for one that did not exist (a probe, 2026-11-29).
+            raise DrumError(
+                f"{self.path}: DRUM store is in use (its LOCK is held by another process, or "
+                "by another open store in this one, e.g. a second crawl of the same "
+                "CrawlerProcess); two users cannot share a store: give each its own directory"
+            ) from None
         return fd
 
     def _open_manifest(self, verify: bool) -> Manifest:

@@ -202,7 +202,7 @@ def test_refuses_mismatched_parameters_and_second_opener(tmp_path):
     with pytest.raises(DrumError, match="dtype"):
         Drum(tmp_path, buckets=4, value_dtype="<u8")
     with Drum(tmp_path, buckets=4, value_dtype="<u4"):
-        with pytest.raises(DrumError, match="in use"):
+        with pytest.raises(DrumError, match="another open store in this one"):
             Drum(tmp_path, buckets=4, value_dtype="<u4")
 
 
