@@ -264,6 +264,9 @@ class RobotsCacheMiddleware:
         received = request.meta.get(_RECEIVED_META, 0) + len(data)
         request.meta[_RECEIVED_META] = received
         if received > limit:
+            # The reason WarcExtension writes as WARC-Truncated (its TRUNCATED_META):
+            # cut at a configured maximum length (docs/warc.rst, "Bodies cut short").
+            request.meta["irl_warc_truncated"] = "length"
             raise StopDownload(fail=False)
 
     def _response_downloaded(self, response: Response, request: Request,

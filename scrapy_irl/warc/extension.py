@@ -10,7 +10,8 @@ response: redirects that ``RedirectMiddleware`` or ``MetaRefreshMiddleware`` fol
 responses a middleware drops, are archived too, and bodies are kept as sent (still
 ``Content-Encoding``-encoded; only the chunked framing is gone, see ``docs/warc.rst``).
 Responses served from HttpCacheMiddleware's cache are not downloaded, so not archived;
-bodies cut short are marked ``WARC-Truncated``. Writing never breaks the crawl: errors are
+bodies cut short (a dropped connection, or a download a handler stopped) are marked
+``WARC-Truncated``. Writing never breaks the crawl: errors are
 logged once per kind and counted.
 """
 
@@ -72,6 +73,15 @@ _NOT_MODIFIED = 304
 #: Scrapy's flag on a response cut short: DOWNLOAD_FAIL_ON_DATALOSS=False lets the handler
 #: deliver a body shorter than its Content-Length (or chunked framing) announced.
 _DATALOSS_FLAG = "dataloss"
+#: Scrapy's flag on a response whose download a ``bytes_received`` or ``headers_received``
+#: handler stopped with ``StopDownload(fail=False)``: the body is what had arrived then.
+_STOPPED_FLAG = "download_stopped"
+#: ``request.meta`` key where the code that stops a download may give the WARC-Truncated
+#: reason (the robots middleware's IRL_ROBOTS_MAX_BYTES cap sets ``"length"``); any other
+#: stop is ``"unspecified"``: Scrapy does not say why a handler stopped.
+TRUNCATED_META = "irl_warc_truncated"
+#: The WARC-Truncated values of WARC 1.1 section 5.13.
+TRUNCATED_REASONS = frozenset({"length", "time", "disconnect", "unspecified"})
 #: HttpCacheMiddleware's flag on a response read from its cache, not from the network.
 _CACHED_FLAG = "cached"
 
@@ -104,6 +114,44 @@ def _header_lines(
         if name.lower() not in dropped
         for value in values
     ]
+
+
+def _content_length(headers: Headers) -> int | None:
+    value = headers.get(b"Content-Length")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _bodiless(response: Response, request: Request) -> bool:
+    """Whether HTTP's rules give this response an empty body (RFC 9110 6.4.1)."""
+    return (
+        request.method == "HEAD"
+        or response.status in _NO_CONTENT_LENGTH_STATUSES
+        or response.status == _NOT_MODIFIED
+    )
+
+
+def truncated_reason(response: Response, request: Request) -> str | None:
+    """The ``WARC-Truncated`` value of ``response``'s record, None for a whole body.
+
+    ``disconnect`` for Scrapy's ``dataloss`` flag (the connection dropped before the
+    announced end). A ``download_stopped`` response (``StopDownload(fail=False)``) is cut
+    by a choice of the crawler, not by the network: its reason is ``request.meta``'s
+    :data:`TRUNCATED_META` when that is a WARC 1.1 value (the robots middleware's byte cap
+    sets ``length``), else ``unspecified``. A stopped response is whole, and not marked,
+    when its body is empty by HTTP's rules or already has the announced Content-Length.
+    """
+    if _DATALOSS_FLAG in response.flags:
+        return "disconnect"
+    if _STOPPED_FLAG not in response.flags or _bodiless(response, request):
+        return None
+    announced = _content_length(response.headers)
+    if announced is not None and len(response.body) >= announced:
+        return None
+    reason = request.meta.get(TRUNCATED_META)
+    return reason if reason in TRUNCATED_REASONS else "unspecified"
 
 
 def _replace(lines: list[tuple[bytes, bytes]], name: bytes, value: bytes) -> None:
@@ -192,7 +240,7 @@ class WarcExtension:
         except Exception as exc:  # noqa: BLE001 - the archive must never break the crawl
             self._write_error(exc, response.url)
             return
-        if _DATALOSS_FLAG in response.flags:
+        if truncated_reason(response, request) is not None:
             self.stats.inc_value(f"{STAT_PREFIX}/truncated")
         self._update_stats()
 
@@ -240,10 +288,11 @@ class WarcExtension:
                     warc_headers_dict=warc_headers,
                 )
             ]
-        if _DATALOSS_FLAG in response.flags:
-            # WARC 1.1 section 5.13: the payload is shorter than what the server announced
-            # (the connection dropped); without it the record would pass for a whole page.
-            warc_headers["WARC-Truncated"] = "disconnect"
+        truncated = truncated_reason(response, request)
+        if truncated is not None:
+            # WARC 1.1 section 5.13: the payload is shorter than what the server sent or
+            # announced; without it the record would pass for a whole page.
+            warc_headers["WARC-Truncated"] = truncated
         response_record = self.writer.create_record(
             response.url,
             "response",
@@ -283,7 +332,10 @@ class WarcExtension:
         if response.status in _NO_CONTENT_LENGTH_STATUSES:
             lines = [(k, v) for k, v in lines if k.lower() != b"content-length"]
         elif request.method != "HEAD" and response.status != _NOT_MODIFIED:
-            _replace(lines, b"Content-Length", str(len(response.body)).encode())
+            if truncated_reason(response, request) is None:
+                _replace(lines, b"Content-Length", str(len(response.body)).encode())
+            # else: the length the server announced is kept (none if it sent none), not
+            # that of the bytes that arrived; WARC-Truncated says the payload is shorter.
         try:
             reason = HTTPStatus(response.status).phrase
         except ValueError:

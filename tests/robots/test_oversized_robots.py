@@ -55,6 +55,20 @@ class _EndlessServer(_Server):
         self.sent = 0
 
 
+def warc_responses(directory: Path) -> list[tuple[str, str | None, str | None]]:
+    """(URL, WARC-Truncated, HTTP Content-Length) of every response record."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    out = []
+    for path in sorted(directory.glob("*.warc.gz")):
+        with open(path, "rb") as handle:
+            out += [(r.rec_headers.get_header("WARC-Target-URI"),
+                     r.rec_headers.get_header("WARC-Truncated"),
+                     r.http_headers.get_header("Content-Length"))
+                    for r in ArchiveIterator(handle) if r.rec_type == "response"]  # fmt: skip
+    return out
+
+
 def crawl_with_robots_cache(server: Any, tmp_path: Path, **settings: Any) -> tuple[dict[str, Any], str]:
     """Crawl ``server`` from /page/1 with RobotsCacheMiddleware alone (Scrapy's scheduler)."""
     return crawl({
@@ -74,10 +88,17 @@ def crawl_with_robots_cache(server: Any, tmp_path: Path, **settings: Any) -> tup
 def test_an_endless_robots_txt_is_cut_at_max_bytes_and_obeyed(tmp_path: Path) -> None:
     with serving(_EndlessServer(size=8)) as server:
         started = time.monotonic()
-        stats, log = crawl_with_robots_cache(server, tmp_path, DOWNLOAD_TIMEOUT=20,
-                                             CLOSESPIDER_TIMEOUT=60)  # fmt: skip
+        stats, log = crawl_with_robots_cache(
+            server, tmp_path, DOWNLOAD_TIMEOUT=20, CLOSESPIDER_TIMEOUT=60,
+            EXTENSIONS={"scrapy_irl.warc.extension.WarcExtension": 0},
+            IRL_WARC_DIR=str(tmp_path / "warc"))  # fmt: skip
         elapsed = time.monotonic() - started
         sent = server.sent
+    # Archived as what it is, a file cut at a configured length (until 2026-11-29 the
+    # record passed for the whole robots.txt)
+    [robots] = [r for r in warc_responses(tmp_path / "warc") if r[0].endswith("/robots.txt")]
+    assert robots[1] == "length" and robots[2] is None  # no length announced, none invented
+    assert stats.get("irl_warc/truncated") == 1
     assert server.hits["/robots.txt"] == 1
     assert stats.get("irl_robots/truncated") == 1, log[-3000:]
     assert not stats.get("irl_robots/unreachable"), log[-3000:]

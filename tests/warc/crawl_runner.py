@@ -4,7 +4,7 @@
                                        "headers": {name: value}}'
 
 The spider follows nothing; ``headers`` are added to every GET request (UTF-8 encoded).
-``FlakyWarcExtension`` fails every second write, for the test that write errors are counted
+``StopLongDownloads`` stops reading ``/long`` at its first bytes; ``FlakyWarcExtension`` fails every second write, for the test that write errors are counted
 without stopping the crawl.
 """
 
@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import scrapy
+from scrapy.exceptions import StopDownload
 
 from scrapy_irl.warc.extension import WarcExtension
 from scrapy_irl.warc.writer import RotatingWarcWriter
@@ -41,6 +42,21 @@ class ListSpider(scrapy.Spider):
 
     def failed(self, failure):
         self.crawler.stats.inc_value("test/failed")
+
+
+class StopLongDownloads:
+    """Stops reading ``/long`` at its first bytes, as ``StopDownload(fail=False)`` does."""
+
+    def __init__(self, crawler: Any) -> None:
+        crawler.signals.connect(self.bytes_received, signal=scrapy.signals.bytes_received)
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> StopLongDownloads:
+        return cls(crawler)
+
+    def bytes_received(self, data: bytes, request: Any, spider: Any = None) -> None:
+        if request.url.endswith("/long"):
+            raise StopDownload(fail=False)
 
 
 class _FlakyWriter(RotatingWarcWriter):

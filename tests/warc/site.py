@@ -2,7 +2,7 @@
 
 ``/`` is HTML, ``/img.png`` a PNG, ``/missing`` a 404, ``/gzip`` a gzip-encoded text,
 ``/chunked`` a chunked body, ``/truncated`` announces 1000 bytes and closes the connection
-after ``TRUNCATED``, ``/nocontent`` is a 204 without ``Content-Length``, ``POST /form``
+after ``TRUNCATED``, ``/long`` is ``LONG`` (1 MiB), ``/nocontent`` is a 204 without ``Content-Length``, ``POST /form``
 echoes its body, ``/raw-headers`` sends header values that are not ASCII (``RAW_HEADERS``)
 and echoes the raw bytes of the request's ``X-Name`` header, ``/moved`` is a 301 to ``/``
 and ``/refresh`` a page whose meta refresh leads to ``/img.png``. Served on 127.0.0.1 only.
@@ -28,6 +28,8 @@ TEXT = b"plain text, sent gzip-encoded " * 20
 REFRESH = b'<html><head><meta http-equiv="refresh" content="0; url=/img.png"></head></html>'
 CHUNKS = [b"first chunk;", b"second chunk;", b"third"]
 TRUNCATED = b"the first bytes of a longer body"
+#: ``/long``: sent whole with its Content-Length, for a crawler that stops reading it.
+LONG = b"0123456789abcdef" * 65536
 #: Header lines sent raw by ``/raw-headers``: UTF-8 in a quoted filename, then bytes that
 #: are not UTF-8 at all (RFC 9110 allows obs-text, 0x80-0xFF, in field values).
 RAW_HEADERS = [
@@ -80,6 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(301, "text/html", b"<a href='/'>moved</a>", ("Location", "/"))
         elif self.path == "/refresh":
             self._send(200, "text/html", REFRESH)
+        elif self.path == "/long":
+            self._send(200, "text/plain", LONG)
         elif self.path == "/nocontent":
             self.send_response(204)
             self.end_headers()

@@ -22,7 +22,7 @@ from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_irl.warc.extension import WarcExtension, warc_dir
-from tests.warc.site import CHUNKS, HTML, PNG, RAW_HEADERS, REFRESH, TEXT, TRUNCATED, warc_site
+from tests.warc.site import CHUNKS, HTML, LONG, PNG, RAW_HEADERS, REFRESH, TEXT, TRUNCATED, warc_site
 from tests.warc.test_writer import listing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,11 +194,46 @@ def test_a_truncated_response_is_marked_and_a_cached_one_is_not_archived(tmp_pat
                             for p in ("cut", "closed")}  # fmt: skip
     warc, http, body = records["response", "http://a.example/cut"]
     assert warc.get_header("WARC-Truncated") == "disconnect" and body == b"part"
-    assert http.get_header("Content-Length") == "4"  # the stored body, still parseable
+    # what the server announced, not the 4 bytes stored (until 2026-11-29 "4": the record
+    # claimed the part was the whole); warcio still reads it by the record's own length
+    assert http.get_header("Content-Length") == "1000"
     assert records["response", "http://a.example/closed"][0].get_header("WARC-Truncated") is None
     assert records["request", "http://a.example/cut"][0].get_header("WARC-Truncated") is None
     assert stat(ext, "truncated") == 1 and stat(ext, "cached_skipped") == 1
     assert stat(ext, "records") == 4
+
+
+def test_a_stopped_download_is_marked_truncated_with_the_servers_length(tmp_path: Path):
+    # StopDownload(fail=False) from a bytes_received/headers_received handler: Scrapy flags
+    # the response download_stopped. Until 2026-11-29 it was archived as a whole page, its
+    # Content-Length overwritten with the length of the part that had arrived.
+    ext = make_extension(tmp_path)
+    plain, robots, head = Request("http://a.example/"), Request("http://a.example/"), \
+        Request("http://a.example/", method="HEAD")
+    robots.meta["irl_warc_truncated"] = "length"  # what the robots middleware's cap sets
+    cases = [
+        ("cut", plain, {"Content-Length": "1000"}, b"part"),
+        ("robots", robots, {"Content-Length": "1000"}, b"User-agent: *"),
+        ("chunked", plain, {}, b"some chunks"),  # no length announced: none invented
+        ("whole", plain, {"Content-Length": "4"}, b"all!"),  # stopped after the last byte
+        ("head", head, {"Content-Length": "1234"}, b""),  # empty by HTTP's rules
+    ]
+    for name, request, headers, body in cases:
+        ext.response_downloaded(Response(f"http://a.example/{name}", body=body, request=request,
+                                         headers=headers, flags=["download_stopped"]),
+                                request, None)  # fmt: skip
+    ext.spider_closed(None)
+    responses = {uri.rsplit("/", 1)[1]: (warc, http, body)
+                 for kind, uri, warc, http, body in records_in(tmp_path) if kind == "response"}
+    truncated = {name: warc.get_header("WARC-Truncated") for name, (warc, _, _) in responses.items()}
+    assert truncated == {"cut": "unspecified", "robots": "length", "chunked": "unspecified",
+                         "whole": None, "head": None}
+    lengths = {name: http.get_header("Content-Length") for name, (_, http, _) in responses.items()}
+    assert lengths == {"cut": "1000", "robots": "1000", "chunked": None, "whole": "4",
+                       "head": "1234"}
+    assert responses["cut"][2] == b"part" and responses["chunked"][2] == b"some chunks"
+    assert stat(ext, "truncated") == 3
+    checked_records(tmp_path)  # digests of the stored bytes; still parsed by warcio
 
 
 def test_header_bytes_that_are_not_ascii_are_stored_as_received(tmp_path: Path):
@@ -404,11 +439,27 @@ def test_real_crawl_marks_a_cut_body_and_keeps_a_204_as_sent(tmp_path: Path):
                  in records_in(tmp_path / "warc") if kind == "response"}  # fmt: skip
     warc, http, body = responses[cut]
     assert body == TRUNCATED and warc.get_header("WARC-Truncated") == "disconnect"
-    assert http.get_header("Content-Length") == str(len(TRUNCATED))
+    assert http.get_header("Content-Length") == "1000"  # as announced (the part is shorter)
     assert responses[empty][1].statusline == "204 No Content"
     assert responses[empty][1].get_header("Content-Length") is None
     assert responses[empty][0].get_header("WARC-Truncated") is None
     assert stats["irl_warc/truncated"] == 1 and stats["irl_warc/records"] == 4
+    checked_records(tmp_path / "warc")
+
+
+@pytest.mark.slow
+def test_real_crawl_marks_a_download_a_handler_stopped(tmp_path: Path):
+    with warc_site() as site:
+        url = site.base_url + "/long"
+        stats, _ = crawl({"get": [url], "settings": {
+            "EXTENSIONS": {EXTENSION: 0, "tests.warc.crawl_runner.StopLongDownloads": 0}}},
+            cwd=tmp_path)
+    [(warc, http, body)] = [(warc, http, body) for kind, uri, warc, http, body
+                            in records_in(tmp_path / "warc") if kind == "response"]
+    assert 0 < len(body) < len(LONG) and LONG.startswith(body)
+    assert warc.get_header("WARC-Truncated") == "unspecified"
+    assert http.get_header("Content-Length") == str(len(LONG))  # the server's, not len(body)
+    assert stats["irl_warc/truncated"] == 1 and stats["test/parsed"] == 1
     checked_records(tmp_path / "warc")
 
 
