@@ -68,8 +68,15 @@ _HTTP_SCHEMES = ("http", "https")
 #: what the server sent.
 _NO_CONTENT_LENGTH_STATUSES = frozenset({204, *range(100, 200)})
 #: A 304's ``Content-Length``, like a HEAD response's, describes the body of a 200 to a GET,
-#: not this message's (empty) body: it is kept as Scrapy has it.
+#: not this message's (empty) body: it is kept as Scrapy has it, except a ``0``. Twisted
+#: gives these responses a body length of 0, which Scrapy's HTTP/1.1 handler writes as
+#: ``Content-Length: 0`` whether or not the server sent one; a server's own value replaces
+#: it for HEAD (Twisted keeps it as an entity header), while a 304's never reaches Scrapy
+#: from that handler (Twisted consumes it). A ``0`` is the handler's, or a server's that
+#: cannot be told from it, and is left out.
 _NOT_MODIFIED = 304
+#: The ``Content-Length`` value Scrapy's HTTP/1.1 handler invents for an empty body.
+_INVENTED_LENGTH = b"0"
 #: Scrapy's flag on a response cut short: DOWNLOAD_FAIL_ON_DATALOSS=False lets the handler
 #: deliver a body shorter than its Content-Length (or chunked framing) announced.
 _DATALOSS_FLAG = "dataloss"
@@ -331,11 +338,13 @@ class WarcExtension:
         lines = _header_lines(response.headers, _DROPPED_RESPONSE_HEADERS)
         if response.status in _NO_CONTENT_LENGTH_STATUSES:
             lines = [(k, v) for k, v in lines if k.lower() != b"content-length"]
-        elif request.method != "HEAD" and response.status != _NOT_MODIFIED:
-            if truncated_reason(response, request) is None:
-                _replace(lines, b"Content-Length", str(len(response.body)).encode())
-            # else: the length the server announced is kept (none if it sent none), not
-            # that of the bytes that arrived; WARC-Truncated says the payload is shorter.
+        elif request.method == "HEAD" or response.status == _NOT_MODIFIED:
+            lines = [(k, v) for k, v in lines
+                     if k.lower() != b"content-length" or v.strip() != _INVENTED_LENGTH]  # fmt: skip
+        elif truncated_reason(response, request) is None:
+            _replace(lines, b"Content-Length", str(len(response.body)).encode())
+        # else truncated: the length the server announced is kept (none if it sent none),
+        # not that of the bytes that arrived; WARC-Truncated says the payload is shorter.
         try:
             reason = HTTPStatus(response.status).phrase
         except ValueError:

@@ -2,7 +2,7 @@
 
 ``/`` is HTML, ``/img.png`` a PNG, ``/missing`` a 404, ``/gzip`` a gzip-encoded text,
 ``/chunked`` a chunked body, ``/truncated`` announces 1000 bytes and closes the connection
-after ``TRUNCATED``, ``/long`` is ``LONG`` (1 MiB), ``/nocontent`` is a 204 without ``Content-Length``, ``POST /form``
+after ``TRUNCATED``, ``/long`` is ``LONG`` (1 MiB), ``/nocontent`` is a 204 and ``/notmodified`` a 304, both without ``Content-Length``, ``POST /form``
 echoes its body, ``/raw-headers`` sends header values that are not ASCII (``RAW_HEADERS``)
 and echoes the raw bytes of the request's ``X-Name`` header, ``/moved`` is a 301 to ``/``
 and ``/refresh`` a page whose meta refresh leads to ``/img.png``. Served on 127.0.0.1 only.
@@ -86,6 +86,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "text/plain", LONG)
         elif self.path == "/nocontent":
             self.send_response(204)
+            self.end_headers()
+        elif self.path == "/notmodified":
+            self.send_response(304)
+            self.send_header("ETag", '"v1"')
             self.end_headers()
         else:
             self._send(404, "text/plain", b"not here")

@@ -167,12 +167,25 @@ def test_bodiless_statuses_keep_the_servers_content_length(tmp_path: Path):
                             (200, {})]:
         ext.response_downloaded(Response(f"http://a.example/{status}", status=status, request=request,
                                        headers=headers), request, None)
+    # Scrapy's HTTP/1.1 handler writes "Content-Length: 0" on every 304 and on a HEAD
+    # response without one: until 2026-11-29 it was archived as the server's (only the
+    # 204's was left out), saying the page a GET would get is empty.
+    head = Request("http://a.example/", method="HEAD")
+    for name, status, request in [("304-none", 304, Request("http://a.example/")),
+                                  ("head-none", 200, head), ("head-404", 404, head)]:
+        ext.response_downloaded(Response(f"http://a.example/{name}", status=status, request=request,
+                                       headers={"Content-Length": "0"}), request, None)
+    ext.response_downloaded(Response("http://a.example/head-sent", request=head,
+                                   headers={"Content-Length": "77"}), head, None)
     ext.spider_closed(None)
     responses = {
         uri: http for kind, uri, _, http, _ in records_in(tmp_path) if kind == "response"}
     assert responses["http://a.example/204"].get_header("Content-Length") is None
     assert responses["http://a.example/304"].get_header("Content-Length") == "1234"
     assert responses["http://a.example/200"].get_header("Content-Length") == "0"
+    for name in ("304-none", "head-none", "head-404"):
+        assert responses[f"http://a.example/{name}"].get_header("Content-Length") is None, name
+    assert responses["http://a.example/head-sent"].get_header("Content-Length") == "77"
 
 
 def test_a_truncated_response_is_marked_and_a_cached_one_is_not_archived(tmp_path: Path):
@@ -432,7 +445,8 @@ def test_real_crawl_survives_write_errors(tmp_path: Path):
 def test_real_crawl_marks_a_cut_body_and_keeps_a_204_as_sent(tmp_path: Path):
     with warc_site() as site:
         cut, empty = site.base_url + "/truncated", site.base_url + "/nocontent"
-        stats, _ = crawl({"get": [cut, empty], "settings": {
+        unchanged = site.base_url + "/notmodified"
+        stats, _ = crawl({"get": [cut, empty, unchanged], "settings": {
             "EXTENSIONS": {EXTENSION: 0}, "IRL_WARC_ENABLED": True,
             "DOWNLOAD_FAIL_ON_DATALOSS": False}}, cwd=tmp_path)
     responses = {uri: (warc, http, body) for kind, uri, warc, http, body
@@ -443,7 +457,10 @@ def test_real_crawl_marks_a_cut_body_and_keeps_a_204_as_sent(tmp_path: Path):
     assert responses[empty][1].statusline == "204 No Content"
     assert responses[empty][1].get_header("Content-Length") is None
     assert responses[empty][0].get_header("WARC-Truncated") is None
-    assert stats["irl_warc/truncated"] == 1 and stats["irl_warc/records"] == 4
+    # the server sent no Content-Length; Scrapy's handler added "0" (kept until 2026-11-29)
+    assert responses[unchanged][1].statusline == "304 Not Modified"
+    assert responses[unchanged][1].get_header("Content-Length") is None
+    assert stats["irl_warc/truncated"] == 1 and stats["irl_warc/records"] == 6
     checked_records(tmp_path / "warc")
 
 
