@@ -10,9 +10,11 @@ The four plots mirror IRLbot's evaluation (thesis ``004_*.txt`` chapter VIII, Fi
   ``pld_table.json`` (Fig. 7b);
 * ``queues.png``: URLseen pending tuples, BEAST queued / Q_F, requests in RAM over time.
 
-Any missing series gives a plot that says "no data". Counters that go backwards (a
-resumed JOBDIR crawl starts its stats at zero and its ``t`` at 0 again) start a new
-segment: time continues from the previous segment's end and totals add up.
+Any missing series gives a plot that says "no data". A new run id (a resumed JOBDIR crawl
+starts its stats at zero and its ``t`` at 0 again; in files written before run ids, ``t``
+going back) starts a new segment: time continues from the previous segment's end and
+totals add up. Within one run, ``t`` going back is the wall clock set back: time is held,
+the counters go on in the same segment.
 """
 
 from __future__ import annotations
@@ -99,10 +101,15 @@ def read_samples(path: Path | str) -> Samples:
             continue
         run = rec.get("run")
         # A new crawl appended to the same file: its run id differs, or (files written
-        # before run ids) its t starts again from zero.
-        if prev_t is not None and (t < prev_t or (run is not None and run != prev_run)):
-            seg += 1
-            offset = out.t[-1]
+        # before run ids) its t starts again from zero. Within one run id, t going back is
+        # the wall clock stepping back (NTP): the same counters go on, so no new segment
+        # (that added them twice); time is held where it was instead of going back.
+        if prev_t is not None:
+            if run != prev_run or (run is None and t < prev_t):
+                seg += 1
+                offset = out.t[-1]
+            elif t < prev_t:
+                offset += prev_t - t
         prev_t, prev_run = t, run
         out.t.append(offset + t)
         out.stats.append(stats)

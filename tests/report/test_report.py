@@ -235,6 +235,27 @@ def test_a_resumed_run_is_a_new_segment_even_when_t_does_not_go_back(tmp_path: P
     assert render.total(samples, "response_received_count") == 20 + 60
 
 
+def test_a_clock_set_back_within_a_run_does_not_count_its_pages_twice(tmp_path: Path) -> None:
+    # t comes from time.time: NTP stepping the clock back 1 s made t go back within one
+    # run, which started a new segment, and total() added the same counter twice (until
+    # 2026-11-29 the summary said 50 pages for 30).
+    times = iter([1000.0, 1005.0, 1010.0, 1009.0, 1014.0])
+    crawler = fake_crawler()
+    sampler = StatsSampler(crawler, tmp_path, 5.0, now=lambda: next(times))
+    sampler.open()
+    for pages in (10, 20, 25, 30):
+        crawler.stats.values["response_received_count"] = pages
+        sampler.sample()
+    sampler.close()
+    samples = render.read_samples(tmp_path / "stats.jsonl")
+    assert samples.segment == [0, 0, 0, 0]
+    assert samples.t == [5, 10, 10, 15]  # held, not gone back
+    assert render.total(samples, "response_received_count") == 30
+    assert render.summarize(samples).pages == 30
+    assert dict(render.summary_rows(render.summarize(samples)))["pages (responses received)"] == "30"
+    assert render.download_rate(samples) == ([10, 15], [2.0, 1.0])
+
+
 def test_a_killed_runs_torn_line_is_ended_before_the_next_run_appends(tmp_path: Path) -> None:
     (tmp_path / "stats.jsonl").write_text(
         json.dumps({"t": 5, "run": "a", "stats": {"response_received_count": 100}})
