@@ -3,7 +3,8 @@
 The four plots mirror IRLbot's evaluation (thesis ``004_*.txt`` chapter VIII, Figs. 6-7):
 
 * ``download_rate.png``: pages/s per sampling interval, from ``response_received_count``
-  (Fig. 6);
+  (Fig. 6); an interval under half the median one (the sample at close) is merged into
+  the one before it;
 * ``uniqueness.png``: probability of uniqueness p, new unique URLs (``irl_sched/unique``)
   over URLs offered to the scheduler (``irl_sched/offered``) per interval, and cumulative (Fig. 7a);
 * ``pld_pages.png``: pages admitted per PLD against its in-degree, log-log, from
@@ -193,8 +194,40 @@ def offered_key(samples: Samples) -> str:
     return OFFERED if samples.has(OFFERED) else ENQUEUED
 
 
+#: An interval shorter than this fraction of the run's median interval (the sample at
+#: close, taken just after the last timed one) is merged into the interval before it.
+SHORT_INTERVAL = 0.5
+
+
+def merge_short_intervals(ts: list[float], dts: list[float], ds: list[float]
+                          ) -> tuple[list[float], list[float], list[float]]:  # fmt: skip
+    """``interval_diffs`` with each interval much shorter than the median one (under
+    :data:`SHORT_INTERVAL` of it) added to the interval it directly follows, if any: a
+    page or two in the milliseconds between the last timed sample and the one at close
+    made a "peak" of hundreds of pages/s."""
+    if not dts:
+        return ts, dts, ds
+    ordered = sorted(dts)
+    median = (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
+    out_t: list[float] = []
+    out_dt: list[float] = []
+    out_d: list[float] = []
+    for t, dt, d in zip(ts, dts, ds, strict=True):
+        follows = out_t and math.isclose(t - dt, out_t[-1], rel_tol=0, abs_tol=1e-6)
+        if follows and dt < SHORT_INTERVAL * median:
+            out_t[-1] = t
+            out_dt[-1] += dt
+            out_d[-1] += d
+        else:
+            out_t.append(t)
+            out_dt.append(dt)
+            out_d.append(d)
+    return out_t, out_dt, out_d
+
+
 def download_rate(samples: Samples) -> tuple[list[float], list[float]]:
-    ts, dts, ds = interval_diffs(samples, PAGES)
+    """(end time, pages/s) per interval, short intervals merged (:func:`merge_short_intervals`)."""
+    ts, dts, ds = merge_short_intervals(*interval_diffs(samples, PAGES))
     return ts, [d / dt for d, dt in zip(ds, dts, strict=True)]
 
 

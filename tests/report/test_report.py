@@ -256,6 +256,31 @@ def test_a_clock_set_back_within_a_run_does_not_count_its_pages_twice(tmp_path: 
     assert render.download_rate(samples) == ([10, 15], [2.0, 1.0])
 
 
+def test_the_short_interval_at_close_does_not_set_the_peak(tmp_path: Path) -> None:
+    # A crawl of 1 page in 2 s, sampled every second: the page arrived 3 ms before the
+    # close, between the last timed sample and the one spider_closed takes. Until
+    # 2026-11-29 that 3 ms interval alone was the "peak": 333 pages/s.
+    times = iter([1000.0, 1001.0, 1002.0, 1002.003])
+    crawler = fake_crawler()
+    sampler = StatsSampler(crawler, tmp_path, 1.0, now=lambda: next(times))
+    sampler.open()
+    for pages in (0, 0, 1):
+        crawler.stats.values["response_received_count"] = pages
+        sampler.sample()
+    sampler.close()
+    samples = render.read_samples(tmp_path / "stats.jsonl")
+    summary = render.summarize(samples)
+    assert summary.pages == 1 and summary.peak_rate == pytest.approx(1 / 1.003)
+    ts, rates = render.download_rate(samples)
+    assert ts == [2.003] and rates == [pytest.approx(1 / 1.003)]
+    # intervals of the usual length are kept apart, and a short one after a restart
+    # (nothing before it in its segment) stands alone
+    ts, dts, ds = render.merge_short_intervals([10, 20, 20.01, 30.5], [10, 10, 0.01, 0.5],
+                                               [5, 6, 1, 2])  # fmt: skip
+    assert (ts, ds) == ([10, 20.01, 30.5], [5, 7, 2])
+    assert dts == [10, pytest.approx(10.01), 0.5]
+
+
 def test_a_killed_runs_torn_line_is_ended_before_the_next_run_appends(tmp_path: Path) -> None:
     (tmp_path / "stats.jsonl").write_text(
         json.dumps({"t": 5, "run": "a", "stats": {"response_received_count": 100}})
