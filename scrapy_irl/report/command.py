@@ -51,7 +51,12 @@ def report(path: Path | str, output: Path | str | None = None,
     # matplotlib is imported only here, once there is something to plot
     from scrapy_irl.report.render import build_report, summary_text
 
-    index = build_report(data, Path(output) if output else data / "report")
+    target = Path(output) if output else data / "report"
+    try:
+        index = build_report(data, target)
+    except OSError as exc:  # -o names a file, an unwritable place...: a reason, not a traceback
+        print(f"irl-report: cannot write the report to {target}: {exc}", file=err)
+        return 1
     print(summary_text(data), file=out)
     print(f"\nreport: {index}", file=out)
     return 0

@@ -377,6 +377,22 @@ def test_command_accepts_a_jobdir_or_the_data_dir(
     assert (tmp_path / "o2" / "queues.png").is_file()
 
 
+def test_command_errors_clearly_on_an_output_it_cannot_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # until 2026-11-29 each of these ended in a traceback
+    write_synthetic(tmp_path / "irl", plds=False)
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "taken" / "index.html").mkdir(parents=True)  # a directory where the page goes
+    for output in (tmp_path / "file", tmp_path / "file" / "sub", tmp_path / "taken"):
+        assert command.main([str(tmp_path), "-o", str(output)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"irl-report: cannot write the report to {output}: "), err
+        assert "Traceback" not in err
+    assert run_command([str(tmp_path), "-o", str(tmp_path / "file")]).exitcode == 1
+    assert (tmp_path / "file").read_text() == "x"
+
+
 def test_p_is_unique_over_offered_when_the_data_has_it(tmp_path: Path) -> None:
     """Since 2026-11-25 ``scheduler/enqueued`` counts only the requests the scheduler
     kept, as Scrapy's does; p divides by every request offered (``irl_sched/offered``).
