@@ -55,11 +55,22 @@ def report(path: Path | str, output: Path | str | None = None,
     try:
         index = build_report(data, target)
     except OSError as exc:  # -o names a file, an unwritable place...: a reason, not a traceback
-        print(f"irl-report: cannot write the report to {target}: {exc}", file=err)
+        if _under(exc.filename, target):
+            print(f"irl-report: cannot write the report to {target}: {exc}", file=err)
+        else:  # the crawl's files (no permission to read stats.jsonl, an I/O error)
+            print(f"irl-report: cannot read the crawl's data in {data}: {exc}", file=err)
         return 1
     print(summary_text(data), file=out)
     print(f"\nreport: {index}", file=out)
     return 0
+
+
+def _under(filename: object, directory: Path) -> bool:
+    """Whether an OSError's ``filename`` is ``directory`` or a path in it (or unknown)."""
+    if not isinstance(filename, (str, bytes, Path)):
+        return True
+    path = Path(filename.decode() if isinstance(filename, bytes) else filename)
+    return path == directory or directory in path.parents
 
 
 class Command(ScrapyCommand):

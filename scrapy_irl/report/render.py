@@ -164,11 +164,20 @@ def interval_diffs(
     samples: Samples, key: str
 ) -> tuple[list[float], list[float], list[float]]:
     """(t, dt, delta of ``key``) per interval; intervals across a restart are skipped."""
+    ts, dts, ds, _segs = _segment_diffs(samples, key)
+    return ts, dts, ds
+
+
+def _segment_diffs(
+    samples: Samples, key: str
+) -> tuple[list[float], list[float], list[float], list[int]]:
+    """:func:`interval_diffs` with each interval's segment (run)."""
     ts: list[float] = []
     dts: list[float] = []
     ds: list[float] = []
+    segs: list[int] = []
     if not samples.has(key):
-        return ts, dts, ds
+        return ts, dts, ds, segs
     prev: tuple[float, float, int] | None = None
     for t, s, seg in zip(samples.t, samples.stats, samples.segment, strict=True):
         v = s.get(key, 0)  # Scrapy counters appear at their first increment
@@ -176,8 +185,9 @@ def interval_diffs(
             ts.append(t)
             dts.append(t - prev[0])
             ds.append(v - prev[1])
+            segs.append(seg)
         prev = (t, v, seg)
-    return ts, dts, ds
+    return ts, dts, ds, segs
 
 
 def total(samples: Samples, key: str) -> float:
@@ -199,12 +209,14 @@ def offered_key(samples: Samples) -> str:
 SHORT_INTERVAL = 0.5
 
 
-def merge_short_intervals(ts: list[float], dts: list[float], ds: list[float]
+def merge_short_intervals(ts: list[float], dts: list[float], ds: list[float],
+                          segs: list[int] | None = None,
                           ) -> tuple[list[float], list[float], list[float]]:  # fmt: skip
     """``interval_diffs`` with each interval much shorter than the median one (under
     :data:`SHORT_INTERVAL` of it) added to the interval it directly follows, if any: a
     page or two in the milliseconds between the last timed sample and the one at close
-    made a "peak" of hundreds of pages/s."""
+    made a "peak" of hundreds of pages/s. ``segs``: each interval's run; a run's first
+    interval follows nothing (the next run's time starts where the last one ended)."""
     if not dts:
         return ts, dts, ds
     ordered = sorted(dts)
@@ -212,8 +224,10 @@ def merge_short_intervals(ts: list[float], dts: list[float], ds: list[float]
     out_t: list[float] = []
     out_dt: list[float] = []
     out_d: list[float] = []
-    for t, dt, d in zip(ts, dts, ds, strict=True):
-        follows = out_t and math.isclose(t - dt, out_t[-1], rel_tol=0, abs_tol=1e-6)
+    runs = segs if segs is not None else [0] * len(ts)
+    for i, (t, dt, d) in enumerate(zip(ts, dts, ds, strict=True)):
+        follows = (out_t and (i == 0 or runs[i] == runs[i - 1])
+                   and math.isclose(t - dt, out_t[-1], rel_tol=0, abs_tol=1e-6))  # fmt: skip
         if follows and dt < SHORT_INTERVAL * median:
             out_t[-1] = t
             out_dt[-1] += dt
@@ -227,7 +241,7 @@ def merge_short_intervals(ts: list[float], dts: list[float], ds: list[float]
 
 def download_rate(samples: Samples) -> tuple[list[float], list[float]]:
     """(end time, pages/s) per interval, short intervals merged (:func:`merge_short_intervals`)."""
-    ts, dts, ds = merge_short_intervals(*interval_diffs(samples, PAGES))
+    ts, dts, ds = merge_short_intervals(*_segment_diffs(samples, PAGES))
     return ts, [d / dt for d, dt in zip(ds, dts, strict=True)]
 
 

@@ -393,6 +393,24 @@ def test_command_errors_clearly_on_an_output_it_cannot_write(
     assert (tmp_path / "file").read_text() == "x"
 
 
+def test_command_says_which_side_failed_when_the_data_cannot_be_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stats.jsonl it may not read was reported as "cannot write the report" (a review,
+    2026-11-29)."""
+    write_synthetic(tmp_path / "irl", plds=False)
+    stats = tmp_path / "irl" / "stats.jsonl"
+
+    def unreadable(path: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(render, "read_samples", unreadable)
+    assert command.main([str(tmp_path), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"irl-report: cannot read the crawl's data in {tmp_path / 'irl'}: "), err
+    assert str(stats) in err
+
+
 def test_p_is_unique_over_offered_when_the_data_has_it(tmp_path: Path) -> None:
     """Since 2026-11-25 ``scheduler/enqueued`` counts only the requests the scheduler
     kept, as Scrapy's does; p divides by every request offered (``irl_sched/offered``).
@@ -464,3 +482,17 @@ def test_damaged_rows_of_the_pld_table_are_skipped_not_fatal(tmp_path: Path, cap
     assert "skipped 6 row(s)" in caplog.text
     index = render.build_report(data, tmp_path / "out")
     assert "good.org" in index.read_text() and "many.org" not in index.read_text()
+
+
+def test_a_short_first_interval_of_a_run_is_not_merged_into_the_last_runs(tmp_path: Path) -> None:
+    """A run's time starts where the last one ended, so its first interval looked like
+    the continuation of the last run's final one, and was merged into it (a review,
+    2026-11-29: peak 5.45 pages/s for 50 pages in 1 s)."""
+    lines = [{"t": t, "run": run, "stats": {"response_received_count": pages}}
+             for run, t, pages in [("r1", 0, 0), ("r1", 10, 10), ("r1", 20, 20),
+                                   ("r2", 0.0, 0), ("r2", 1.0, 50)]]  # fmt: skip
+    (tmp_path / "stats.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    samples = render.read_samples(tmp_path / "stats.jsonl")
+    ts, rates = render.download_rate(samples)
+    assert rates == [pytest.approx(1.0), pytest.approx(1.0), pytest.approx(50.0)]
+    assert render.summarize(samples).peak_rate == pytest.approx(50.0)
