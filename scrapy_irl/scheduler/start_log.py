@@ -46,6 +46,7 @@ import logging
 import math
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -401,9 +402,10 @@ class PolitenessMemory:
         # (:meth:`sent_before`): ``hosts`` and ``ips`` are taken by the heaps.
         self._plan_hosts = dict(self.hosts)
         self._plan_ips = dict(self.ips)
-        # This run's starts of requests that bypassed the heaps (:meth:`wire_started`).
-        self.wire_hosts: dict[str, float] = {}
-        self.wire_ips: dict[str, float] = {}
+        # This run's writes booked at the wire (:meth:`wire_started`), oldest first, so
+        # that :meth:`tick` drops the expired ones from the front, not by a full scan.
+        self.wire_hosts: OrderedDict[str, float] = OrderedDict()
+        self.wire_ips: OrderedDict[str, float] = OrderedDict()
         # Until then, a host or IP the log does not name counts as started at the load
         # (see recall_incomplete); -inf: the log is whole.
         self.blind_until = float("-inf")
@@ -477,8 +479,10 @@ class PolitenessMemory:
         could go at once."""
         now = self.clock() + max(0.0, wait)
         self.wire_hosts[host] = now
+        self.wire_hosts.move_to_end(host)
         if ip is not None:
             self.wire_ips[ip] = now
+            self.wire_ips.move_to_end(ip)
         wall = self._wall(now)
         self.log.hopped(host, ip, wall, wall if ip is not None else None)  # type: ignore[arg-type]
 
@@ -509,10 +513,14 @@ class PolitenessMemory:
         """Forget recalls whose delay has passed; compact the log once it is large."""
         now = self.clock()
         oldest = now - self.log.horizon
-        for recalls in (self.hosts, self.ips, self._plan_hosts, self._plan_ips,
-                        self.wire_hosts, self.wire_ips):  # fmt: skip
+        for recalls in (self.hosts, self.ips, self._plan_hosts, self._plan_ips):
             for key in [k for k, t in recalls.items() if t <= oldest]:
                 del recalls[key]
+        for writes in (self.wire_hosts, self.wire_ips):
+            # In booking order: a write booked with a wait may stand before a newer one
+            # for a tick or two, never for longer than its wait.
+            while writes and next(iter(writes.values())) <= oldest:
+                writes.popitem(last=False)
         for key in [k for k, (t, run) in self.backoffs.items()
                     if t <= (now - self.log.ahead if run else now)]:  # fmt: skip
             del self.backoffs[key]
@@ -521,14 +529,18 @@ class PolitenessMemory:
 
     def rewrite(self) -> None:
         offset = self._offset()
-        ips = [(ip, t + offset) for ip, t in self.wire_ips.items()]
-        ips += [(ip, self._wall(a.last_start)) for ip, a in self.polite.ips.items()]
+        # Each host and IP once, with the later of its heap and wire starts: listed twice,
+        # a compaction wrote every heap host twice (a review, 2026-11-29).
+        wire_hosts, wire_ips = self.wire_hosts, self.wire_ips
+        inf = float("-inf")
+        ips = [(ip, self._wall(max(a.last_start, wire_ips.get(ip, inf))))
+               for ip, a in self.polite.ips.items()]  # fmt: skip
+        ips += [(ip, t + offset) for ip, t in wire_ips.items() if ip not in self.polite.ips]
         ips += [(ip, t + offset) for ip, t in self.ips.items() if ip not in self.polite.ips]
-        # The wire's starts first: an end of the same host after its heap start ("s")
-        # would close a request still in flight.
-        hosts = [(name, "", t + offset, False) for name, t in self.wire_hosts.items()]
-        hosts += [(h.name, h.ip, self._wall(max(h.last_start, h.hop_start)), h.in_flight)
-                  for h in self.polite.hosts.values()]  # fmt: skip
+        hosts = [(h.name, h.ip, self._wall(max(h.last_start, h.hop_start, wire_hosts.get(h.name, inf))),
+                  h.in_flight) for h in self.polite.hosts.values()]  # fmt: skip
+        hosts += [(name, "", t + offset, False) for name, t in wire_hosts.items()
+                  if name not in self.polite.hosts]  # fmt: skip
         hosts += [(name, "", t + offset, False) for name, t in self.hosts.items()
                   if name not in self.polite.hosts]  # fmt: skip
         backoffs = [(h.name, h.not_before + offset, h.backoff_streak)

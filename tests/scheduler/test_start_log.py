@@ -505,3 +505,43 @@ def test_a_start_outside_the_heaps_is_recalled_by_the_next_runs_heaps_and_send_p
     assert polite.pop(mono.now) is None
     assert polite.next_due() == pytest.approx(5.0 + 8.0)  # tau_h after the file's start
     memory.close()
+
+
+def test_wire_writes_are_written_once_per_host_at_a_compaction_and_expire_in_order(
+    tmp_path: Path,
+) -> None:
+    """A host both in the heaps and written at the wire was written twice at each
+    compaction, and tick() scanned every wire write each second (a review, 2026-11-29)."""
+    wall, mono = Clock(1000.0), Clock(50.0)
+    polite, memory = run(tmp_path, wall, mono)
+    fetched(polite, memory, ["a.test"], mono.now)  # in the heaps, on 10.1.0.0
+    mono.now += 1.0
+    wall.now += 1.0
+    memory.wire_started("a.test", "10.1.0.0", wait=0.5)  # its write, held 0.5 s at the wire
+    memory.wire_started("files.test", None)
+    memory.rewrite()
+    lines = [json.loads(line) for line in (tmp_path / "p.log").read_text().splitlines()]
+    assert sorted(line[1] or line[2] for line in lines) == ["10.1.0.0", "a.test", "files.test"]
+    assert ["e", "a.test", None, 1001.5, None] in lines  # the later of heap and wire
+    assert ["e", None, "10.1.0.0", None, 1001.5] in lines
+    mono.now += 30.2  # past the 30 s horizon for files.test's write, not for a.test's
+    memory.tick()  # a.test's, booked first, stands before it until its own time has passed
+    assert list(memory.wire_hosts) == ["a.test", "files.test"]
+    mono.now += 0.4
+    memory.tick()
+    assert not memory.wire_hosts and not memory.wire_ips
+    memory.close()
+
+
+def test_sent_before_reads_an_incomplete_log_blind_for_the_longest_delay(tmp_path: Path) -> None:
+    """The send plan's recall follows the heaps' rule for a cut or damaged log: a host or
+    IP it does not name counts as started at the load, until the longest delay passed."""
+    wall, mono = Clock(1000.0), Clock(50.0)
+    polite, memory = run(tmp_path, wall, mono)
+    memory.recall_incomplete(30.0)
+    assert memory.sent_before(host="unnamed.test") == 50.0
+    assert memory.sent_before(ip="10.0.0.1") == 50.0
+    mono.now = 80.0
+    assert memory.sent_before(host="unnamed.test") is None
+    assert memory.stats()["blind_starts"] == 0  # the heaps count theirs; the plan's are not
+    memory.close()
