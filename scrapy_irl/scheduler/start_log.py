@@ -17,6 +17,10 @@ On disk: ``politeness.log`` in the frontier directory, one JSON array per line:
   was booked (:meth:`Politeness.claim_hop`), or ended; or the HTTP handler's wire check
   booked a write to ``host`` (:meth:`PolitenessMemory.wire_started`; ``ip`` may be
   null): the same times, without a start or an end to pair.
+* ``["i", since, until]``: the log read at ``since`` was incomplete (missing, cut or
+  damaged): until ``until`` every host and IP it does not name counts as started at
+  ``since``. Kept by the rewrites while it runs, so a second stop within it keeps it
+  (before 2026-11-29 the rewrite at the load dropped it, found by a probe).
 * ``["b", host, until, run]``: ``host`` answered 429 or 503, or did not answer (server
   back-off, :mod:`scrapy_irl.scheduler.backoff`): its next request waits until the
   wall-clock time ``until``, however long its tau_h; ``run`` is how many such answers it
@@ -78,6 +82,8 @@ class Recalled:
     damaged_lines: int = 0  # skipped lines other than a torn last one
     torn_tail: bool = False
     unreadable: str | None = None  # why the log could not be read (past what was read)
+    # (since, until) wall clock: an incomplete log's blind window still running ("i")
+    blind: tuple[float, float] | None = None
 
 
 class StartLog:
@@ -128,6 +134,10 @@ class StartLog:
                         backoffs[event[1]] = max(event[2], backoffs.get(event[1], event[2]))
                         runs[event[1]] = (event[3] if len(event) == 4 else 1, event[2])
                         continue
+                    if event[0] == "i":
+                        if recalled.blind is None or event[2] > recalled.blind[1]:
+                            recalled.blind = (event[1], event[2])
+                        continue
                     _replay(event, host_ref, ip_ref, host_open, ip_open)
                 recalled.torn_tail = lines.torn  # a kill cut the last write
         except FileNotFoundError:
@@ -150,6 +160,11 @@ class StartLog:
         recalled.backoffs = {h: min(t, now + self.ahead) for h, t in backoffs.items() if t > now}
         recalled.runs = {h: (run, min(t, now + self.ahead)) for h, (run, t) in runs.items()
                          if run and t > now - self.ahead}  # fmt: skip
+        if recalled.blind is not None:
+            since, until = recalled.blind
+            # A clock set back: the window no longer than the horizon from now, since no later.
+            until = min(until, now + self.horizon)
+            recalled.blind = (min(since, now), until) if until > now else None
         return recalled
 
     # -- writing ---------------------------------------------------------------------------
@@ -164,6 +179,9 @@ class StartLog:
 
     def backed_off(self, host: str, until: float, run: int) -> None:
         self._append(["b", host, _rounded(until), run])
+
+    def blind(self, since: float, until: float) -> None:
+        self._append(["i", _rounded(since), _rounded(until)])
 
     def _append(self, event: list[object]) -> None:
         if self._fd is None:
@@ -194,16 +212,20 @@ class StartLog:
         hosts: Iterable[tuple[str, str, float | None, bool]],
         ips: Iterable[tuple[str, float | None]],
         backoffs: Iterable[tuple[str, float, int]] = (),
+        blind: tuple[float, float] | None = None,
     ) -> None:
         """Replace the log by the heaps' state, then append to the new file: per IP
         (ip, ip_ref), per host (name, ip, host_ref, in flight), per host backing off or in
-        a run of back-offs (name, until, run).
+        a run of back-offs (name, until, run), and an incomplete log's blind window
+        (since, until) while it runs.
 
         Written to a temporary file and renamed over the log: a kill leaves one or the
         other, both complete up to their last line.
         """
         oldest = self.wall() - self.horizon
         lines: list[list[object]] = []
+        if blind is not None and blind[1] > self.wall():
+            lines.append(["i", _rounded(blind[0]), _rounded(blind[1])])
         for ip, i_ref in ips:
             if i_ref is not None and i_ref > oldest:
                 lines.append(["e", None, ip, None, _rounded(i_ref)])
@@ -356,6 +378,11 @@ def _parse(line: bytes) -> list[Any] | None:
         if len(event) == 3 and isinstance(event[1], str) and isinstance(event[2], str):
             return event
         return None
+    if kind == "i":
+        if len(event) == 3 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                   and math.isfinite(v) for v in event[1:]):  # fmt: skip
+            return event
+        return None
     if kind in ("e", "h") and len(event) == 5:
         names_ok = all(v is None or isinstance(v, str) for v in event[1:3])
         times_ok = all(
@@ -406,9 +433,14 @@ class PolitenessMemory:
         # that :meth:`tick` drops the expired ones from the front, not by a full scan.
         self.wire_hosts: OrderedDict[str, float] = OrderedDict()
         self.wire_ips: OrderedDict[str, float] = OrderedDict()
-        # Until then, a host or IP the log does not name counts as started at the load
-        # (see recall_incomplete); -inf: the log is whole.
+        # Until then, a host or IP the log does not name counts as started at
+        # ``blind_since`` (see recall_incomplete); -inf: the log is whole. A window an
+        # earlier load opened is still running after a second stop within it.
+        self.blind_since = self.loaded_at
         self.blind_until = float("-inf")
+        if recalled.blind is not None:
+            self.blind_since = recalled.blind[0] - offset
+            self.blind_until = recalled.blind[1] - offset
         self.blind_starts = 0
         self.rewrite()
 
@@ -417,13 +449,16 @@ class PolitenessMemory:
         fetched just before the stop. For ``longest`` (the longest delay) from the load,
         every such host and IP counts as started at the load, as a request in flight at
         the stop does: its first request waits out its delay from this start. After that,
-        any start before the stop is older than any delay."""
-        self.blind_until = self.loaded_at + longest
+        any start before the stop is older than any delay. The window is logged, so a
+        second stop within it keeps it."""
+        self.blind_since = self.loaded_at
+        self.blind_until = max(self.blind_until, self.loaded_at + longest)
+        self.log.blind(self._wall(self.blind_since), self._wall(self.blind_until))  # type: ignore[arg-type]
 
     def _blind_start(self) -> float | None:
         if self.clock() < self.blind_until:
             self.blind_starts += 1
-            return self.loaded_at
+            return self.blind_since
         return None
 
     def apply(self, host: Host) -> None:
@@ -494,7 +529,7 @@ class PolitenessMemory:
         recalls, key = (self._plan_hosts, host) if host is not None else (self._plan_ips, ip)
         start = recalls.get(key)  # type: ignore[arg-type]
         if start is None and self.clock() < self.blind_until:
-            return self.loaded_at
+            return self.blind_since
         return start
 
     def backed_off(self, host: Host) -> None:
@@ -547,7 +582,10 @@ class PolitenessMemory:
                     for h in self.polite.hosts.values() if h.not_before != float("-inf")]  # fmt: skip
         backoffs += [(name, t + offset, run) for name, (t, run) in self.backoffs.items()
                      if name not in self.polite.hosts]  # fmt: skip
-        self.log.rewrite(hosts, ips, backoffs)
+        blind = None
+        if self.blind_until > self.clock():
+            blind = (self.blind_since + offset, self.blind_until + offset)
+        self.log.rewrite(hosts, ips, backoffs, blind)
 
     def close(self) -> None:
         try:

@@ -226,11 +226,16 @@ def test_missing_or_damaged_log_of_a_resumed_frontier_is_a_warning_not_a_refusal
         scheduler = start_and_close()
     assert any("ends in a cut line" in r.getMessage() for r in caplog.records)
     assert scheduler.memory is not None and scheduler.memory.blind_until > scheduler.memory.loaded_at
+    window = scheduler.memory.blind_until - scheduler.memory.blind_since
     caplog.clear()
     with caplog.at_level(logging.WARNING):  # rewritten whole at that start: no warning
-        scheduler = start_and_close()
+        again = start_and_close()
     assert not any("politeness.log" in r.getMessage() for r in caplog.records)
-    assert scheduler.memory is not None and scheduler.memory.blind_until == float("-inf")
+    # but the blind window opened by the cut log runs on (it dropped at that rewrite
+    # until 2026-11-29: a second stop within it forgot the hosts the cut log had lost)
+    assert again.memory is not None
+    assert again.memory.blind_until - again.memory.blind_since == pytest.approx(window, abs=0.01)
+    assert again.memory.blind_since < again.memory.loaded_at
 
 
 def fetched(polite: Politeness, memory: PolitenessMemory, names: list[str], now: float) -> None:
@@ -545,3 +550,28 @@ def test_sent_before_reads_an_incomplete_log_blind_for_the_longest_delay(tmp_pat
     assert memory.sent_before(host="unnamed.test") is None
     assert memory.stats()["blind_starts"] == 0  # the heaps count theirs; the plan's are not
     memory.close()
+
+
+def test_a_second_stop_within_an_incomplete_logs_blind_window_keeps_it(tmp_path: Path) -> None:
+    """A probe (2026-11-29), by reading: a cut log makes the hosts it does not name wait
+    their delay from the load, but the load's rewrite left the window out, so a second
+    kill within it forgot those hosts: one never fetched in between went at once."""
+    wall, mono = Clock(1000.0), Clock(50.0)
+    polite, memory = run(tmp_path, wall, mono)
+    memory.recall_incomplete(30.0)  # the first load found the log cut
+    memory.rewrite()  # a compaction: the window stays in the log
+    memory.log.close()  # the second kill, 0 s after
+
+    wall.now, mono = 1005.0, Clock(500.0)  # restarted 5 s later, in a new process
+    polite, memory = run(tmp_path, wall, mono)  # the log is whole now
+    assert memory.loaded.blind == (1000.0, 1030.0)
+    host = polite.add_host("lost.test", "10.9.0.3", 8.0, 2.0)
+    memory.apply(host)
+    polite.push("lost.test", "page")
+    assert polite.next_due() == pytest.approx(495.0 + 8.0)  # tau_h from the first load
+    assert memory.sent_before(host="other.test") == pytest.approx(495.0)
+    mono.now = 526.0  # past 1030 in wall time: the window is over
+    assert memory.sent_before(host="other.test") is None
+    memory.rewrite()
+    memory.close()
+    assert StartLog(tmp_path / "p.log", horizon=30, wall=Clock(1031.0)).load().blind is None
