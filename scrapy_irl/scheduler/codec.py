@@ -10,10 +10,12 @@ from __future__ import annotations
 import pickle
 from typing import TYPE_CHECKING, Any
 
+from scrapy import FormRequest, Request
+from scrapy.http import JsonRequest, XmlRpcRequest
 from scrapy.utils.request import request_from_dict
 
 if TYPE_CHECKING:
-    from scrapy import Request, Spider
+    from scrapy import Spider
 
 
 class RequestCodec:
@@ -28,7 +30,17 @@ class RequestCodec:
             blob = pickle.dumps(data, protocol=5)
         except (ValueError, TypeError, AttributeError, pickle.PicklingError) as exc:
             raise ValueError(f"cannot serialize {request}: {exc}") from exc
-        if not (_plain(request.meta.values()) and _plain(request.cb_kwargs.values())):
+        if type(request) not in _REBUILT:
+            # A subclass Scrapy's request_from_dict cannot build again (an __init__ that
+            # takes another required argument, a class nested in the spider, whose path
+            # does not import) encoded fine and was lost at its hand-out, even without a
+            # JOBDIR (a probe, 2026-11-29). Rebuilt once here (~14 us), as its hand-out
+            # would; a failure keeps it in RAM.
+            try:
+                request_from_dict(pickle.loads(blob), spider=self.spider)
+            except Exception as exc:  # noqa: BLE001 - any failure means "keep it in RAM"
+                raise ValueError(f"cannot rebuild {request} from its record: {exc!r}") from exc
+        elif not (_plain(request.meta.values()) and _plain(request.cb_kwargs.values())):
             # Some objects pickle but do not unpickle (an exception class whose __init__
             # takes other arguments than it passes to Exception): written to disk, such a
             # request was lost at its hand-out (a probe, 2026-11-27). Read back once here,
@@ -61,6 +73,10 @@ class RequestCodec:
         meta = data.get("meta") if isinstance(data, dict) else None
         return meta if isinstance(meta, dict) else {}
 
+
+#: Request classes request_from_dict always builds again (Scrapy's own); a request of any
+#: other class is rebuilt once when it is encoded.
+_REBUILT = frozenset({Request, FormRequest, JsonRequest, XmlRpcRequest})
 
 #: Value types that always unpickle: a request whose meta and cb_kwargs hold only these
 #: is not read back after encoding.

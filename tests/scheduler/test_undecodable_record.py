@@ -73,3 +73,59 @@ def test_a_request_whose_meta_pickles_but_does_not_unpickle_waits_in_ram(
         assert crawler.stats.get_value("scheduler/unserializable") == 1
     finally:
         sched.close("finished")
+
+
+class _NeedsToken(Request):
+    """Serializes like any request, but request_from_dict cannot build it again: its
+    __init__ wants an argument the dict does not hold."""
+
+    def __init__(self, url: str, token: str, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(url, **kwargs)
+        self.token = token
+
+
+class _Spider(Spider):
+    name = "nested"
+
+    class Inner(Request):
+        """Saved as ``module.Inner``, a path that does not import."""
+
+
+@pytest.mark.parametrize("jobdir", [True, False])
+def test_a_request_subclass_that_cannot_be_rebuilt_waits_in_ram(tmp_path: Path, jobdir) -> None:
+    """Encoded fine, it was dropped as undecodable at its hand-out, without a JOBDIR too
+    (where Scrapy's memory queues hand it out unchanged): no callback, no errback (a
+    probe, 2026-11-29). The codec rebuilds requests of other classes than Scrapy's once."""
+    import gc
+
+    from scrapy_irl.scheduler.codec import RequestCodec
+
+    needs = _NeedsToken(f"http://{HOST}/needs", token="t")
+    inner = _Spider.Inner("http://127.0.0.10/inner")  # another host and IP: both go at once
+    for request in (needs, inner):
+        with pytest.raises(ValueError, match="cannot rebuild"):
+            RequestCodec(None).encode(request)
+    crawler = get_crawler(_Spider, settings_dict={"JOBDIR": str(tmp_path)} if jobdir else {})
+    crawler.spider = crawler._create_spider()
+    sched = IrlScheduler.from_crawler(crawler)
+    sched.open(crawler.spider)
+    now = [1000.0]
+    sched.clock = lambda: now[0]
+    try:
+        assert sched.enqueue_request(needs) and sched.enqueue_request(inner)
+        del needs, inner
+        gc.collect()
+        sched.urlseen.merge()
+        got = []
+        for _ in range(40):  # bounded
+            request = sched.next_request()
+            if request is not None:
+                got.append(request)
+            if len(got) == 2:
+                break
+            now[0] += 1.0
+        assert sorted(type(r).__name__ for r in got) == ["Inner", "_NeedsToken"]
+        assert sched.counts.get("undecodable_dropped", 0) == 0
+        assert crawler.stats.get_value("scheduler/unserializable") == 2
+    finally:
+        sched.close("finished")
