@@ -47,9 +47,13 @@ def _holds_data(path: Path) -> bool:
 def _marked_version(marker: Path) -> int | None:
     """The layout version ``marker`` names, None without a marker; raises on garbage."""
     try:
-        return int(json.loads(marker.read_text(encoding="utf-8"))["format"])
+        version = json.loads(marker.read_text(encoding="utf-8"))["format"]
     except FileNotFoundError:
         return None
+    # Only what this module writes: int() read true as 1, 1.9 as 1 and "3" as 3.
+    if type(version) is not int or version < 1:
+        raise ValueError(f"format {version!r} is not a layout version")
+    return version
 
 
 def _check_marker(marker: Path) -> None:

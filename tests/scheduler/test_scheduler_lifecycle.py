@@ -94,7 +94,10 @@ def test_a_version_2_frontier_gets_its_parked_store_and_is_marked_current(tmp_pa
 @pytest.mark.parametrize(
     ("marker", "message"),
     [('{"format": 5, "stores": []}', "newer scrapy-irl"), ("\x00garbage", "unreadable"),
-     ('{"format": 1e999}', "unreadable")],
+     ('{"format": 1e999}', "unreadable"),
+     # read as layout 1 by int() until 2026-11-29 (a probe)
+     ('{"format": true}', "unreadable"), ('{"format": "3"}', "unreadable"),
+     ('{"format": 0}', "unreadable")],
 )
 def test_a_frontier_marker_of_a_newer_layout_or_garbage_is_refused(
     tmp_path: Path, marker: str, message: str
