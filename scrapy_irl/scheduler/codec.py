@@ -34,7 +34,7 @@ class RequestCodec:
             # A subclass Scrapy's request_from_dict cannot build again (an __init__ that
             # takes another required argument, a class nested in the spider, whose path
             # does not import) encoded fine and was lost at its hand-out, even without a
-            # JOBDIR (a probe, 2026-11-29). Rebuilt once here (~14 us), as its hand-out
+            # JOBDIR (a probe, 2026-11-29). Rebuilt once here (~12 us), as its hand-out
             # would; a failure keeps it in RAM.
             try:
                 request_from_dict(pickle.loads(blob), spider=self.spider)

@@ -21,12 +21,13 @@ reads, atomic write batches, and a log it recovers after a kill -9. Keys::
     b"m:open"                                                    -> present while open
 
 The per-IP counts change in the same batch as the records, so they are exact after a
-crash. Every open counts the records' keys (one pass, RAM per IP; about 1.3 s per
-million) against them. After a run that did not close cleanly (``m:open`` still there: a
-kill, a crash, or a write that failed, which may still have reached the disk) it repairs
-the counts that disagree: a count above its records kept a crawl open for ever, one below
-them left records that were never read. After a clean close the counts are exact, so a
-disagreement is damage and the store is refused.
+crash. Every open counts the records' keys (one pass, RAM per IP; about 1.3-1.4 s per
+million) against them and repairs the counts that disagree, with a warning: a count above
+its records kept a crawl open for ever, one below them left records that were never read.
+After a run that did not close cleanly (``m:open`` still there: a kill, a crash, or a
+write that failed, which may still have reached the disk) a failed write explains it;
+after a clean close it is a bookkeeping error or damage the checksums did not catch, and
+the warning says so (the records, all read, are the truth).
 
 Every read verifies LevelDB's checksums, and every range is read through
 :class:`_CheckedRange`: until 2026-11-29 the reads at open did not verify (LevelDB then
@@ -271,8 +272,9 @@ class ParkedStore:
 
     def _recount(self, *, repair: bool) -> None:
         """Count every IP's records (keys only, one pass; RAM per IP) against the stored
-        counts. After an unclean stop (``repair``), repair those that disagree; after a
-        clean close the counts are exact, so a disagreement is damage: refused."""
+        counts and repair those that disagree, with a warning. ``repair``: the last run
+        stopped uncleanly, where a failed write explains a disagreement; after a clean
+        close the warning says it is a bookkeeping error or damage."""
         found: dict[str, int] = {}
         for key in _CheckedRange(self._db, _RECORD, _past(_RECORD), values=False):
             ip = split_key(key)[0]
@@ -282,17 +284,18 @@ class ParkedStore:
         if not wrong:
             return
         example = sorted(wrong)[0]
-        if not repair:
-            raise _damaged(self.path, (
-                f"the URL counts of {len(wrong)} IPs disagree with the URLs readable "
-                f"after a clean close; {example}: {self._by_ip.get(example, 0)} counted, "
-                f"{found.get(example, 0)} readable"))  # fmt: skip
+        # After a clean close a disagreement is not a failed write: a bookkeeping error,
+        # or damage LevelDB's checksums did not catch. Every record was read (a block it
+        # could not read raised above), so the records are the truth: repaired, loudly.
+        # Refused, the frontier was lost whole for a count (a review, 2026-11-29).
+        why = ("the last run did not close cleanly (a write that failed, or a damaged file)"
+               if repair else "after a clean close: a bookkeeping error or undetected damage; "
+               "URLs counted but not readable are gone")  # fmt: skip
         logger.warning(
             "%(path)s: the parked URL counts of %(n)d IPs disagreed with the URLs stored "
-            "(%(ip)s: %(said)d counted, %(has)d stored), repaired; the last run did not close "
-            "cleanly (a write that failed, or a damaged file)",
+            "(%(ip)s: %(said)d counted, %(has)d stored), repaired; %(why)s",
             {"path": self.path, "n": len(wrong), "ip": example,
-             "said": self._by_ip.get(example, 0), "has": found.get(example, 0)},
+             "said": self._by_ip.get(example, 0), "has": found.get(example, 0), "why": why},
         )  # fmt: skip
         repaired = {ip: found.get(ip, 0) for ip in wrong}
         with self._db.write_batch(sync=self.fsync) as batch:

@@ -560,6 +560,13 @@ class IrlScheduler(Intake, Routing, RobotsGate, RobotsHops, HandoutTracking, Unp
                 "name counts as fetched at this start and waits out its delay",
                 {"path": log.path, "why": why, "s": longest}, extra={"spider": self.spider},
             )  # fmt: skip
+        elif loaded.blind is not None:  # an earlier start's incomplete log, still read blind
+            logger.info(
+                "%(path)s was incomplete at an earlier start: for the next %(s).1f s, every "
+                "host and IP it did not name counts as fetched at that start",
+                {"path": log.path, "s": self.memory.blind_until - self.clock()},
+                extra={"spider": self.spider},
+            )  # fmt: skip
         if loaded.hosts or loaded.ips or loaded.backoffs or loaded.runs:
             logger.info(
                 "Politeness across the restart: %(h)d hosts and %(i)d IPs wait out the "
