@@ -229,3 +229,6 @@ IRL_SIMWEB_SEED = 1
 IRL_SIMWEB_PLDS = 0
 # TCP port every simweb address listens on; 0 keeps the web's default (8080).
 IRL_SIMWEB_PORT = 0
+# Hosts file (the /etc/hosts format) whose loopback entries the simweb resolver answers
+# besides simweb's names and localhost: a test web of one's own, without root.
+IRL_SIMWEB_HOSTS_FILE = "/etc/hosts"

@@ -8,8 +8,8 @@ Settings (process settings: Scrapy reads ``TWISTED_DNS_RESOLVER`` only there)::
 
 Names outside the web fail with :class:`~twisted.internet.error.DNSLookupError`, as for
 NXDOMAIN, so a crawl cannot leave loopback through DNS; but ``localhost`` and its
-subdomains (RFC 6761), and names the hosts file (``/etc/hosts``) maps to a loopback
-address, resolve to that address: a project that keeps this resolver can still crawl a
+subdomains (RFC 6761), and names the hosts file (``/etc/hosts``, or
+``IRL_SIMWEB_HOSTS_FILE``) maps to a loopback address, resolve to that address: a project that keeps this resolver can still crawl a
 test site of its own on loopback (``-a seeds=...``). Nothing is ever asked of a DNS server.
 """
 
@@ -86,7 +86,8 @@ class SimwebResolver(CachingThreadedResolver):
             else 0
         )
         web = web_for(config_from_settings(settings))
-        return cls(reactor, web, cache_size, settings.getfloat("DNS_TIMEOUT"))
+        hosts_file = config.getpath(settings, "IRL_SIMWEB_HOSTS_FILE") or "/etc/hosts"
+        return cls(reactor, web, cache_size, settings.getfloat("DNS_TIMEOUT"), hosts_file)
 
     def resolve(self, name: str) -> str | None:
         """The address of ``name``: loopback IP literals as themselves, simweb names from

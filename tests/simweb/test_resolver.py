@@ -79,6 +79,18 @@ def test_localhost_and_loopback_names_of_the_hosts_file_resolve(tmp_path: Path) 
     assert _result(gone.getHostByName(web.hosts_of[3][0])) == web.resolve(web.hosts_of[3][0])
 
 
+def test_irl_simweb_hosts_file_names_the_hosts_file(tmp_path: Path) -> None:
+    """A project's test web under many names needed root (/etc/hosts) or a resolver of
+    its own (a trap probe wrote one, 2026-11-29)."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.12 a.mytest b.mytest\n10.0.0.1 away.mytest\n")
+    resolver = _resolver({"IRL_SIMWEB_SIZE": "tiny", "IRL_SIMWEB_HOSTS_FILE": str(hosts)})
+    assert _result(resolver.getHostByName("b.mytest")) == "127.0.0.12"
+    assert _result(resolver.getHostByName("away.mytest")).check(DNSLookupError)
+    default = _resolver({"IRL_SIMWEB_SIZE": "tiny"})
+    assert default.hosts_file.path == "/etc/hosts"
+
+
 def test_settings_without_file_pick_the_same_web() -> None:
     resolver = _resolver({"IRL_SIMWEB_SIZE": "tiny", "IRL_SIMWEB_SEED": 5})
     assert resolver.web.config == WebConfig.sized("tiny", seed=5)
