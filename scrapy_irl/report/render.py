@@ -204,7 +204,7 @@ def offered_key(samples: Samples) -> str:
     return OFFERED if samples.has(OFFERED) else ENQUEUED
 
 
-#: An interval shorter than this fraction of the run's median interval (the sample at
+#: An interval shorter than this fraction of the median interval of all the data (the sample at
 #: close, taken just after the last timed one) is merged into the interval before it.
 SHORT_INTERVAL = 0.5
 

@@ -1,7 +1,7 @@
 """Ask a persisted robots.txt cache about URLs, without Scrapy running.
 
     python -m scrapy_irl.robots STORE URL [URL ...] [--user-agent UA] [--json] [--ttl S]
-    python -m scrapy_irl.robots STORE --list [--json]
+    python -m scrapy_irl.robots STORE --list [--json] [--ttl S]
 
 ``STORE`` is a host store directory (``IRL_HOSTS_DIR``, ``JOBDIR/irl/hosts``, or a
 project's ``.scrapy/irl/hosts``); a JOBDIR is accepted too. For each URL: its origin,

@@ -525,7 +525,7 @@ class PolitenessMemory:
         """When the last run last started a request to ``host`` (or ``ip``), in this run's
         clock, for the send plan: None if it did not within the longest delay. While an
         incomplete log is read blind (:meth:`recall_incomplete`), an unnamed one counts as
-        started at the load."""
+        started at ``blind_since`` (the load that found the log incomplete)."""
         recalls, key = (self._plan_hosts, host) if host is not None else (self._plan_ips, ip)
         start = recalls.get(key)  # type: ignore[arg-type]
         if start is None and self.clock() < self.blind_until:
