@@ -268,6 +268,23 @@ def test_a_proxy_key_is_not_held() -> None:
     assert None not in got and waits == []
 
 
+def test_a_request_through_a_proxy_is_planned_under_its_host_name() -> None:
+    """Behind a proxy the server's address is unknown, but not its host: such requests
+    were not planned at all, and FilesPipeline's files through a proxy reached one host
+    within 7 ms at tau_h0 1 s (a probe, 2026-11-29)."""
+    from scrapy import Request
+
+    from scrapy_irl.hosts.download import plan_keys
+
+    proxied = Request("http://Files.Example/a.bin", meta={"proxy": "http://127.0.0.1:3128"})
+    assert plan_keys(proxied, GAP, HOST_GAP) == [("host files.example", HOST_GAP)]
+    now = _Now()
+    plan = SendPlan(Clock(), now=now)
+    assert plan.wait(plan_keys(proxied, GAP, HOST_GAP)) is None
+    second = Request("http://files.example/b.bin", meta={"proxy": "http://127.0.0.1:3128"})
+    assert plan.wait(plan_keys(second, GAP, HOST_GAP)) is not None  # tau_h0 after the first
+
+
 def test_the_handler_checks_only_under_the_irl_scheduler() -> None:
     irl = {"SCHEDULER": "scrapy_irl.scheduler.IrlScheduler"}
     handler = build_from_crawler(PoliteHTTP11DownloadHandler, get_crawler(
